@@ -1,0 +1,25 @@
+# `cmake --install` lays out headers under include/kolo, the library, a CMake package
+# (find_package(kolo) gives kolo::kolo) and a pkg-config file (pkg-config --cflags --libs kolo).
+include(CMakePackageConfigHelpers)
+
+install(TARGETS kolo EXPORT koloTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kolo)
+install(TARGETS kolorun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY comm DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kolo
+        FILES_MATCHING PATTERN "*.h")
+install(FILES ${PROJECT_BINARY_DIR}/generated/kolo_config.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kolo)
+install(EXPORT koloTargets NAMESPACE kolo:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kolo)
+
+configure_package_config_file(cmake/koloConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/koloConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kolo)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/koloConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/koloConfig.cmake ${PROJECT_BINARY_DIR}/koloConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kolo)
+
+configure_file(cmake/kolo.pc.in ${PROJECT_BINARY_DIR}/kolo.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/kolo.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

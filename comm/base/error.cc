@@ -1,0 +1,23 @@
+// kolo::Error: an exception carrying an ErrorCode; the message is prefixed with the code's name.
+#include "comm/base/error.h"
+
+namespace kolo {
+
+const char* error_code_name(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument: return "invalid argument";
+    case ErrorCode::kTimeout: return "timeout";
+    case ErrorCode::kPeerLost: return "peer lost";
+    case ErrorCode::kMismatch: return "mismatch";
+    case ErrorCode::kIo: return "io";
+    case ErrorCode::kAuth: return "authentication";
+    case ErrorCode::kInternal: return "internal";
+  }
+  return "unknown";
+}
+
+Error::Error(ErrorCode code, const std::string& message)
+    : std::runtime_error(std::string("kolo ") + error_code_name(code) + " error: " + message),
+      code_(code) {}
+
+}  // namespace kolo

@@ -1,0 +1,415 @@
+// kolorun: the single-host launcher of kolo. Starts N ranks of a command with the KOLO_*
+// rendezvous environment, forwards their output line by line with a "[rank] " prefix, and stops
+// the whole job as soon as one rank fails or kolorun itself is interrupted.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/base/env.h"
+#include "comm/base/error.h"
+#include "comm/bootstrap/kolorun_options.h"
+#include "comm/bootstrap/kolorun_output.h"
+
+namespace kolo::kolorun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kExitUsage = 2;
+constexpr int kExitFailure = 1;
+constexpr int kGroupPollMs = 50;  // re-check for leftover processes while stopping
+
+// The kernel picks a free port for port 0; it is released again for rank 0 to bind. Someone
+// else could take it in between, which --port avoids.
+int find_free_port(const std::string& addr) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) KOLO_THROW_ERRNO("socket");
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  inet_pton(AF_INET, addr.c_str(), &sa.sin_addr);
+  socklen_t len = sizeof sa;
+  bool ok = bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0 &&
+            getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0;
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  if (!ok) KOLO_THROW_ERRNO("cannot find a free port on --addr ", addr, " (or pass --port)");
+  return ntohs(sa.sin_port);
+}
+
+std::string make_secret() {
+  unsigned char bytes[32];
+  if (RAND_bytes(bytes, sizeof bytes) != 1)
+    KOLO_THROW(ErrorCode::kIo, "RAND_bytes failed; cannot make KOLO_SECRET (set it yourself)");
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (unsigned char b : bytes) hex += {kHex[b >> 4], kHex[b & 15]};
+  return hex;
+}
+
+std::string signal_name(int sig) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+  if (const char* abbrev = sigabbrev_np(sig)) return std::string("SIG") + abbrev;
+#endif
+  const char* text = strsignal(sig);
+  return text ? text : "unknown";
+}
+
+// Signal handlers only record what happened and wake the poll() loop through a self-pipe; all
+// the work happens in the loop, outside signal context.
+volatile sig_atomic_t g_child_exited = 0;
+volatile sig_atomic_t g_stop_signal = 0;  // the last SIGINT/SIGTERM kolorun received
+volatile sig_atomic_t g_stop_count = 0;
+int g_wake_fd = -1;
+
+void on_signal(int sig) {
+  int saved = errno;
+  if (sig == SIGCHLD) {
+    g_child_exited = 1;
+  } else {
+    g_stop_signal = sig;
+    g_stop_count = g_stop_count + 1;
+  }
+  char byte = 0;
+  ssize_t ignored = write(g_wake_fd, &byte, 1);  // a full pipe already means "wake up"
+  (void)ignored;
+  errno = saved;
+}
+
+void make_pipe(int fds[2]) {
+  if (pipe2(fds, O_CLOEXEC) != 0) KOLO_THROW_ERRNO("pipe (raise ulimit -n for a large -np)");
+}
+
+struct Rank {
+  pid_t pid = -1;  // also the id of its process group
+  bool running = false;
+  Stream out, err;
+};
+
+class Launcher {
+ public:
+  explicit Launcher(Options opts) : opts_(std::move(opts)), ranks_(opts_.np) {}
+  ~Launcher();
+  int run();
+
+ private:
+  void setup();
+  void spawn(int rank);
+  [[noreturn]] void exec_rank(int rank, int out_fd, int err_fd, int status_fd);
+  void check_exec(int rank, int status_fd);
+  void wait_for_events();
+  int poll_timeout_ms() const;
+  void handle_signals();
+  void on_rank_exit(Rank& r, int rank, int status);
+  void begin_stop(int exit_code, int sig);
+  void kill_stragglers(bool deadline);
+  void signal_groups(int sig);
+  bool any_group_alive() const;
+
+  Options opts_;
+  std::vector<Rank> ranks_;
+  int running_ = 0;
+  int exit_code_ = 0;
+  bool stopping_ = false;
+  bool killed_ = false;
+  int stops_seen_ = 0;
+  Clock::time_point deadline_;
+  int wake_[2] = {-1, -1};
+  std::optional<rlimit> fd_limit_;  // as kolorun found it, restored in the ranks
+};
+
+Launcher::~Launcher() {
+  // Only reached with ranks running if the loop itself failed: leave no orphans behind.
+  for (Rank& r : ranks_)
+    if (r.running) kill(-r.pid, SIGKILL);
+}
+
+void Launcher::setup() {
+  // Each rank holds two pipes; raise the soft descriptor limit as far as allowed.
+  if (rlimit limit; getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    fd_limit_ = limit;
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+#ifdef __linux__
+  // Orphaned grandchildren get reparented to kolorun and reaped here, so no zombies linger and
+  // "are a rank's processes gone?" has a prompt answer even under a non-reaping init.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+#endif
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) KOLO_THROW_ERRNO("pipe");
+  g_wake_fd = wake_[1];
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_NOCLDSTOP;
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM}) sigaction(sig, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the launcher (see write_all)
+
+  const std::string np = std::to_string(opts_.np);
+  int port = opts_.port ? opts_.port : find_free_port(opts_.addr);
+  setenv("KOLO_SIZE", np.c_str(), 1);
+  setenv("KOLO_LOCAL_SIZE", np.c_str(), 1);
+  setenv("KOLO_ADDR", opts_.addr.c_str(), 1);
+  setenv("KOLO_PORT", std::to_string(port).c_str(), 1);
+  setenv("KOLO_LAUNCHER", "kolorun", 1);
+  if (!env::get("KOLO_SECRET")) setenv("KOLO_SECRET", make_secret().c_str(), 1);
+}
+
+int Launcher::run() {
+  setup();
+  for (int i = 0; i < opts_.np && !stopping_; ++i) {
+    try {
+      spawn(i);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "kolorun: cannot start rank %d: %s\n", i, e.what());
+      begin_stop(kExitFailure, SIGTERM);
+    }
+    handle_signals();  // a Ctrl-C or a failure during a long launch stops it early
+  }
+  while (running_ > 0 || (stopping_ && !killed_ && any_group_alive())) {
+    wait_for_events();
+    handle_signals();
+    if (stopping_ && !killed_ && Clock::now() >= deadline_) kill_stragglers(true);
+  }
+  // Pipes can still be open when a rank left a process behind that holds them.
+  for (Rank& r : ranks_) {
+    finish(r.out);
+    finish(r.err);
+  }
+  return exit_code_;
+}
+
+void Launcher::spawn(int rank) {
+  int out[2], err[2], status[2];
+  make_pipe(out);
+  make_pipe(err);
+  make_pipe(status);
+  // Until the child has reset its handlers, a signal must not run kolorun's handler in it.
+  sigset_t block, old;
+  sigemptyset(&block);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM}) sigaddset(&block, sig);
+  sigprocmask(SIG_BLOCK, &block, &old);
+  pid_t pid = fork();
+  if (pid == 0) exec_rank(rank, out[1], err[1], status[1]);
+  int fork_errno = errno;
+  if (pid > 0) setpgid(pid, pid);  // the child does it too; whichever runs first wins the race
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  for (int fd : {out[1], err[1], status[1]}) close(fd);
+  if (pid < 0) {
+    for (int fd : {out[0], err[0], status[0]}) close(fd);
+    errno = fork_errno;
+    KOLO_THROW_ERRNO("fork");
+  }
+  Rank& r = ranks_[rank];
+  r.pid = pid;
+  r.running = true;
+  ++running_;
+  std::string prefix = opts_.prefix ? "[" + std::to_string(rank) + "] " : "";
+  r.out = Stream{out[0], STDOUT_FILENO, prefix, "", false};
+  r.err = Stream{err[0], STDERR_FILENO, prefix, "", false};
+  fcntl(out[0], F_SETFL, O_NONBLOCK);
+  fcntl(err[0], F_SETFL, O_NONBLOCK);
+  check_exec(rank, status[0]);
+}
+
+// In the forked child: never returns. kolorun is single-threaded, so setenv is safe here.
+void Launcher::exec_rank(int rank, int out_fd, int err_fd, int status_fd) {
+  // Its own process group lets kolorun signal the rank together with anything it starts; the
+  // terminal's Ctrl-C then reaches only kolorun, which forwards it once.
+  setpgid(0, 0);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGPIPE}) signal(sig, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (fd_limit_) setrlimit(RLIMIT_NOFILE, &*fd_limit_);
+  // stdin is /dev/null: a rank outside the terminal's foreground group would stop on reading it.
+  int null_fd = open("/dev/null", O_RDONLY);
+  if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+  dup2(out_fd, STDOUT_FILENO);
+  dup2(err_fd, STDERR_FILENO);
+  std::string id = std::to_string(rank);
+  setenv("KOLO_RANK", id.c_str(), 1);
+  setenv("KOLO_LOCAL_RANK", id.c_str(), 1);
+  execvp(opts_.cmd[0], opts_.cmd.data());
+  int e = errno;
+  ssize_t ignored = write(status_fd, &e, sizeof e);
+  (void)ignored;
+  _exit(e == ENOENT ? 127 : 126);
+}
+
+// The status pipe is close-on-exec: EOF means exec succeeded, an errno means it failed. A
+// failed exec stops the launch at once with one clear message instead of N rank failures.
+void Launcher::check_exec(int rank, int status_fd) {
+  int e = 0;
+  ssize_t n;
+  do {
+    n = read(status_fd, &e, sizeof e);
+  } while (n < 0 && errno == EINTR);
+  close(status_fd);
+  if (n != static_cast<ssize_t>(sizeof e)) return;
+  std::fprintf(stderr, "kolorun: rank %d: cannot execute '%s': %s\n", rank, opts_.cmd[0],
+               std::strerror(e));
+  begin_stop(e == ENOENT ? 127 : 126, SIGTERM);
+}
+
+void Launcher::wait_for_events() {
+  std::vector<pollfd> fds{{wake_[0], POLLIN, 0}};
+  std::vector<Stream*> streams;
+  for (Rank& r : ranks_) {
+    for (Stream* s : {&r.out, &r.err}) {
+      if (s->fd < 0) continue;
+      fds.push_back({s->fd, POLLIN, 0});
+      streams.push_back(s);
+    }
+  }
+  int n = poll(fds.data(), fds.size(), poll_timeout_ms());
+  if (n < 0 && errno == EINTR) return;
+  if (n < 0) KOLO_THROW_ERRNO("poll");
+  if (fds[0].revents) {
+    char buf[256];
+    while (read(wake_[0], buf, sizeof buf) > 0) {
+    }
+  }
+  for (size_t k = 1; k < fds.size(); ++k)
+    if (fds[k].revents) pump(*streams[k - 1], false);
+}
+
+// Blocks until output or a signal arrives; only a pending SIGKILL deadline sets a timeout.
+int Launcher::poll_timeout_ms() const {
+  if (!stopping_ || killed_) return -1;
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
+  int ms = static_cast<int>(std::max<int64_t>(left, 0));
+  // With every rank reaped there is no SIGCHLD left to wait for, only leftover processes.
+  return running_ > 0 ? ms : std::min(ms, kGroupPollMs);
+}
+
+void Launcher::handle_signals() {
+  if (g_child_exited) {
+    g_child_exited = 0;  // cleared before reaping, so a later exit sets it again
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      // Other pids are orphaned grandchildren reaped as subreaper: nothing more to do.
+      for (size_t i = 0; i < ranks_.size(); ++i)
+        if (ranks_[i].running && ranks_[i].pid == pid)
+          on_rank_exit(ranks_[i], static_cast<int>(i), status);
+    }
+  }
+  int count = g_stop_count;
+  if (count == stops_seen_) return;
+  bool again = stops_seen_ > 0;
+  stops_seen_ = count;
+  int sig = g_stop_signal;
+  if (again) {  // a second Ctrl-C: the user does not want to wait for the grace period
+    std::fprintf(stderr, "kolorun: received %s again; killing the ranks\n",
+                 signal_name(sig).c_str());
+    kill_stragglers(false);
+    return;
+  }
+  std::fprintf(stderr, "kolorun: received %s; forwarding it to the ranks\n",
+               signal_name(sig).c_str());
+  if (stopping_) {
+    signal_groups(sig);
+  } else {
+    begin_stop(128 + sig, sig);
+  }
+}
+
+void Launcher::on_rank_exit(Rank& r, int rank, int status) {
+  r.running = false;
+  --running_;
+  // Its output is complete now: forward it before saying how the rank ended.
+  pump(r.out, true);
+  pump(r.err, true);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return;
+  // While stopping, exits are the expected result of the stop; the first failure is the cause.
+  if (stopping_) return;
+  if (WIFEXITED(status)) {
+    std::fprintf(stderr, "kolorun: rank %d exited with code %d\n", rank, WEXITSTATUS(status));
+    begin_stop(WEXITSTATUS(status), SIGTERM);
+  } else {
+    int sig = WTERMSIG(status);
+    std::fprintf(stderr, "kolorun: rank %d killed by signal %d (%s)\n", rank, sig,
+                 signal_name(sig).c_str());
+    begin_stop(128 + sig, SIGTERM);
+  }
+}
+
+void Launcher::begin_stop(int exit_code, int sig) {
+  if (stopping_) return;
+  stopping_ = true;
+  exit_code_ = exit_code;
+  deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                 std::chrono::duration<double>(opts_.grace_s));
+  signal_groups(sig);
+}
+
+void Launcher::kill_stragglers(bool deadline) {
+  for (size_t i = 0; i < ranks_.size() && deadline; ++i)
+    if (ranks_[i].running)
+      std::fprintf(stderr, "kolorun: rank %zu still running %gs after SIGTERM; sending SIGKILL\n",
+                   i, opts_.grace_s);
+  signal_groups(SIGKILL);
+  stopping_ = killed_ = true;
+}
+
+// Whole process groups, so whatever a rank started goes too, even after the rank exited.
+void Launcher::signal_groups(int sig) {
+  for (Rank& r : ranks_)
+    if (r.pid > 0) kill(-r.pid, sig);
+}
+
+bool Launcher::any_group_alive() const {
+  for (const Rank& r : ranks_)
+    if (r.pid > 0 && kill(-r.pid, 0) == 0) return true;
+  return false;
+}
+
+// Descriptors 0-2 must be open, or a pipe could land on them and be clobbered by dup2.
+void ensure_std_fds() {
+  for (int fd = 0; fd <= 2; ++fd)
+    if (fcntl(fd, F_GETFD) < 0) open("/dev/null", O_RDWR);
+}
+
+}  // namespace
+}  // namespace kolo::kolorun
+
+int main(int argc, char** argv) {
+  using namespace kolo::kolorun;
+  ensure_std_fds();
+  std::optional<Options> opts;
+  try {
+    opts = parse_options(argc, argv);
+  } catch (const kolo::Error& e) {
+    std::fprintf(stderr, "kolorun: %s (see kolorun --help)\n", e.what());
+    return kExitUsage;
+  }
+  if (!opts) return 0;
+  try {
+    Launcher launcher(std::move(*opts));
+    return launcher.run();
+  } catch (const kolo::Error& e) {
+    std::fprintf(stderr, "kolorun: %s\n", e.what());
+    return kExitFailure;
+  }
+}

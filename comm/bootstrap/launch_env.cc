@@ -1,0 +1,58 @@
+// Launcher detection from environment variables.
+#include "comm/bootstrap/launch_env.h"
+
+#include "comm/base/env.h"
+#include "comm/base/error.h"
+
+namespace kolo::bootstrap {
+namespace {
+
+constexpr int64_t kMaxRanks = 1 << 20;
+
+// Fills rank/size/local rank from the three named variables; false when `rank_var` is unset.
+bool read_triplet(LaunchInfo& info, const char* launcher, const char* rank_var,
+                  const char* size_var, const char* local_var) {
+  auto rank = env::get_int_opt(rank_var, 0, kMaxRanks - 1);
+  if (!rank) return false;
+  auto size = env::get_int_opt(size_var, 1, kMaxRanks);
+  KOLO_CHECK_ARG(size.has_value(), rank_var, " is set but ", size_var,
+                 " is not: both are needed to know the job size");
+  KOLO_CHECK_ARG(*rank < *size, rank_var, "=", *rank, " is not below ", size_var, "=", *size);
+  info.launcher = launcher;
+  info.rank = static_cast<int>(*rank);
+  info.size = static_cast<int>(*size);
+  info.local_rank = static_cast<int>(env::get_int(local_var, -1, -1, kMaxRanks - 1));
+  return true;
+}
+
+void read_address(LaunchInfo& info, const char* addr_var, const char* port_var) {
+  info.addr = env::get_or(addr_var, "");
+  info.port = static_cast<int>(env::get_int(port_var, 0, 0, 65535));
+}
+
+}  // namespace
+
+LaunchInfo detect_launch() {
+  LaunchInfo info;
+  if (read_triplet(info, "kolo", "KOLO_RANK", "KOLO_SIZE", "KOLO_LOCAL_RANK")) {
+    read_address(info, "KOLO_ADDR", "KOLO_PORT");
+    if (info.port == 0 && !info.addr.empty()) info.port = kDefaultStorePort;
+  } else if (read_triplet(info, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK")) {
+    read_address(info, "MASTER_ADDR", "MASTER_PORT");
+    if (info.port == 0 && !info.addr.empty()) info.port = kDefaultStorePort;
+  } else if (read_triplet(info, "slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")) {
+    read_address(info, "KOLO_ADDR", "KOLO_PORT");
+  } else if (read_triplet(info, "mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                          "OMPI_COMM_WORLD_LOCAL_RANK") ||
+             read_triplet(info, "mpi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")) {
+    read_address(info, "KOLO_ADDR", "KOLO_PORT");
+  } else {
+    info.launcher = "single";
+  }
+  // Anything can be overridden explicitly.
+  if (auto addr = env::get("KOLO_ADDR")) info.addr = *addr;
+  if (auto port = env::get_int_opt("KOLO_PORT", 1, 65535)) info.port = static_cast<int>(*port);
+  return info;
+}
+
+}  // namespace kolo::bootstrap

@@ -1,0 +1,81 @@
+// Store helpers, MemoryStore and PrefixStore.
+#include "comm/bootstrap/store.h"
+
+#include "comm/base/error.h"
+
+namespace kolo::bootstrap {
+
+void Store::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (const auto& key : keys) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    get(key, std::max(left, std::chrono::milliseconds(0)));
+  }
+}
+
+void MemoryStore::set(const std::string& key, const std::string& value) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    values_[key] = value;
+  }
+  changed_.notify_all();
+}
+
+std::string MemoryStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  bool found = changed_.wait_for(lock, timeout, [&] { return values_.count(key) > 0; });
+  if (!found)
+    KOLO_THROW(ErrorCode::kTimeout, "store key '", key, "' was not set within ",
+               timeout.count(), " ms (a rank did not arrive; KOLO_TIMEOUT_SECONDS)");
+  return values_[key];
+}
+
+int64_t MemoryStore::add(const std::string& key, int64_t delta) {
+  int64_t result;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = values_.find(key);
+    int64_t current = it == values_.end() ? 0 : std::stoll(it->second);
+    result = current + delta;
+    values_[key] = std::to_string(result);
+  }
+  changed_.notify_all();
+  return result;
+}
+
+void PrefixStore::set(const std::string& key, const std::string& value) {
+  base_->set(prefix_ + "/" + key, value);
+}
+
+std::string PrefixStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+  return base_->get(prefix_ + "/" + key, timeout);
+}
+
+int64_t PrefixStore::add(const std::string& key, int64_t delta) {
+  return base_->add(prefix_ + "/" + key, delta);
+}
+
+void store_barrier(Store& store, const std::string& name, int size,
+                   std::chrono::milliseconds timeout) {
+  // The last rank to arrive publishes "<name>/done"; everyone waits for it.
+  if (store.add(name + "/count", 1) == size) store.set(name + "/done", "1");
+  store.get(name + "/done", timeout);
+}
+
+std::vector<std::string> store_allgather(Store& store, const std::string& name, int rank,
+                                         int size, const std::string& value,
+                                         std::chrono::milliseconds timeout) {
+  store.set(name + "/" + std::to_string(rank), value);
+  std::vector<std::string> values(static_cast<size_t>(size));
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int r = 0; r < size; ++r) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    values[static_cast<size_t>(r)] =
+        store.get(name + "/" + std::to_string(r), std::max(left, std::chrono::milliseconds(0)));
+  }
+  return values;
+}
+
+}  // namespace kolo::bootstrap

@@ -1,0 +1,68 @@
+// The rendezvous store (like c10d's Store): a small key-value service that ranks use to find
+// each other before any transport exists. MemoryStore serves ranks that are threads of one
+// process; TcpStore (tcp_store.h) serves processes, hosted by rank 0.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace kolo::bootstrap {
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  // Waits until `key` exists, then returns its value; kTimeout after `timeout`.
+  virtual std::string get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  // Atomically adds `delta` to the integer at `key` (0 when missing); returns the new value.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+
+  // Waits until every key exists.
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+};
+
+// Ranks as threads: one MemoryStore shared by every rank's Communicator.
+class MemoryStore : public Store {
+ public:
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::string, std::string> values_;
+};
+
+// Namespaces keys ("<prefix>/<key>") so that communicators created by split do not collide.
+class PrefixStore : public Store {
+ public:
+  PrefixStore(std::shared_ptr<Store> base, std::string prefix)
+      : base_(std::move(base)), prefix_(std::move(prefix)) {}
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  const std::string& prefix() const { return prefix_; }
+  const std::shared_ptr<Store>& base() const { return base_; }
+
+ private:
+  std::shared_ptr<Store> base_;
+  std::string prefix_;
+};
+
+// Every rank calls it with the same `name`; returns when all `size` ranks have arrived.
+void store_barrier(Store& store, const std::string& name, int size,
+                   std::chrono::milliseconds timeout);
+
+// Every rank publishes `value`; returns all ranks' values in rank order.
+std::vector<std::string> store_allgather(Store& store, const std::string& name, int rank,
+                                         int size, const std::string& value,
+                                         std::chrono::milliseconds timeout);
+
+}  // namespace kolo::bootstrap

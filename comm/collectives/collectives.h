@@ -1,0 +1,46 @@
+// The collective algorithms, written against transport::Context. Counts are in elements;
+// buffers are host memory. Communicator (comm/communicator.h) validates arguments and picks
+// the algorithm; these functions assume valid input and a context of size >= 2.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "comm/base/dtype.h"
+#include "comm/transport/context.h"
+
+namespace kolo::collectives {
+
+using transport::Context;
+
+// Pipelining granularity: every block is moved in segments of this many bytes (a multiple of
+// every element size), so a rank forwards or reduces one segment while the next arrives.
+inline constexpr size_t kSegmentBytes = 256 * 1024;
+
+// Element range [offset, offset + count) of block b when `count` elements are split over
+// `blocks` blocks as evenly as possible (the first count % blocks blocks get one more).
+struct Block {
+  size_t offset;
+  size_t count;
+};
+Block even_block(size_t count, int blocks, int b);
+
+// In place: reduce-scatter then allgather around the ring.
+void ring_allreduce(Context& ctx, void* data, size_t count, DType dtype, ReduceOp op);
+// send holds size * recv_count elements; rank r receives the reduction of block r.
+void ring_reduce_scatter(Context& ctx, const void* send, void* recv, size_t recv_count,
+                         DType dtype, ReduceOp op);
+// recv holds sum(counts) elements; block r (at the prefix sum of counts) must already hold
+// rank r's contribution.
+void ring_allgatherv(Context& ctx, void* recv, const std::vector<size_t>& counts, DType dtype);
+// Pipelined chain from root.
+void chain_broadcast(Context& ctx, void* data, size_t bytes, int root);
+// Pairwise exchange; counts and displacements in bytes, indexed by peer.
+void pairwise_alltoallv(Context& ctx, const char* send, const std::vector<size_t>& send_bytes,
+                        const std::vector<size_t>& send_offsets, char* recv,
+                        const std::vector<size_t>& recv_bytes,
+                        const std::vector<size_t>& recv_offsets);
+// Dissemination barrier: ceil(log2(size)) rounds of one-byte messages.
+void dissemination_barrier(Context& ctx);
+
+}  // namespace kolo::collectives

@@ -1,0 +1,164 @@
+// Communicator lifecycle: rendezvous (init/create), host topology, transport choice, split.
+#include "comm/communicator.h"
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+
+#include "comm/base/env.h"
+#include "comm/base/error.h"
+#include "comm/base/log.h"
+#include "comm/bootstrap/host.h"
+#include "comm/bootstrap/launch_env.h"
+#include "comm/bootstrap/mpi_world.h"
+#include "comm/bootstrap/store.h"
+#include "comm/bootstrap/tcp_store.h"
+#include "comm/net/socket.h"
+#include "comm/transport/context.h"
+
+namespace kolo {
+namespace {
+
+std::atomic<bool> g_launched_by_mpi{false};
+
+// Where rank 0's store listens and how the others find it.
+std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
+                                                std::chrono::milliseconds timeout) {
+  std::unique_ptr<bootstrap::TcpStoreServer> server;
+  if (info.addr.empty() || info.port == 0) {
+    // mpirun and srun say nothing about a store: rank 0 opens one and tells the others via MPI.
+    KOLO_CHECK_ARG(bootstrap::mpi_world::available(), "launched by ", info.launcher,
+                   " but no rendezvous address is set: set KOLO_ADDR and KOLO_PORT (or "
+                   "MASTER_ADDR and MASTER_PORT), or build kolo with MPI (KOLO_WITH_MPI)");
+    bootstrap::mpi_world::ensure_initialized();
+    std::string where;
+    if (info.rank == 0) {
+      server = std::make_unique<bootstrap::TcpStoreServer>("0.0.0.0", info.port);
+      where = net::routable_address() + ":" + std::to_string(server->port());
+    }
+    where = bootstrap::mpi_world::broadcast(where, 0);
+    info.addr = where.substr(0, where.rfind(':'));
+    info.port = std::stoi(where.substr(where.rfind(':') + 1));
+  } else if (info.rank == 0) {
+    // A loopback address keeps the store off the network; otherwise listen everywhere.
+    std::string bind = info.addr.rfind("127.", 0) == 0 ? info.addr : "0.0.0.0";
+    server = std::make_unique<bootstrap::TcpStoreServer>(bind, info.port);
+  }
+  auto store = std::make_shared<bootstrap::TcpStore>(info.addr, info.port, info.rank, timeout);
+  if (server) store->host_server(std::move(server));
+  return store;
+}
+
+TransportKind resolve_transport(TransportKind requested, int hosts) {
+  if (requested == TransportKind::kAuto)
+    if (auto text = env::get("KOLO_TRANSPORT")) requested = parse_transport(*text, "KOLO_TRANSPORT");
+  if (requested == TransportKind::kAuto) {
+    if (hosts == 1) return TransportKind::kShm;
+    return g_launched_by_mpi && bootstrap::mpi_world::available() ? TransportKind::kMpi
+                                                                   : TransportKind::kTcp;
+  }
+  KOLO_CHECK_ARG(requested != TransportKind::kShm || hosts == 1,
+                 "transport 'shm' needs every rank on one host, but the ranks are on ", hosts,
+                 " hosts (KOLO_HOSTNAME / KOLO_TRANSPORT)");
+  return requested;
+}
+
+// Handshake tags are at most 64 bytes; deep split chains are hashed down.
+std::string bounded_tag(const std::string& tag) {
+  if (tag.size() <= 48) return tag;
+  return "h" + std::to_string(std::hash<std::string>{}(tag));
+}
+
+}  // namespace
+
+std::shared_ptr<Communicator> Communicator::init(const CommunicatorOptions& options) {
+  auto info = bootstrap::detect_launch();
+  log::set_rank(info.rank);
+  g_launched_by_mpi = info.launcher == "mpi";
+  auto timeout = options.timeout.value_or(env::timeout());
+  std::shared_ptr<bootstrap::Store> store;
+  if (info.size == 1) store = std::make_shared<bootstrap::MemoryStore>();
+  else store = connect_store(info, timeout);
+  KOLO_LOG(kInfo, "init: launcher ", info.launcher, ", rank ", info.rank, " of ", info.size);
+  return create(store, info.rank, info.size, options);
+}
+
+std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::Store> store,
+                                                   int rank, int size,
+                                                   const CommunicatorOptions& options) {
+  KOLO_CHECK_ARG(store != nullptr, "Communicator::create needs a store");
+  KOLO_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "rank ", rank,
+                 " is not in [0, size) for size ", size);
+  std::vector<int> world(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) world[static_cast<size_t>(r)] = r;
+  return build(std::move(store), "w", rank, size, std::move(world), options);
+}
+
+std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Store> base,
+                                                  std::string tag, int rank, int size,
+                                                  std::vector<int> world_ranks,
+                                                  const CommunicatorOptions& options) {
+  std::shared_ptr<Communicator> comm(new Communicator());
+  comm->base_store_ = base;
+  comm->tag_ = bounded_tag(tag);
+  comm->rank_ = rank;
+  comm->size_ = size;
+  comm->world_ranks_ = std::move(world_ranks);
+  comm->options_ = options;
+  auto timeout = options.timeout.value_or(env::timeout());
+  auto store = std::make_shared<bootstrap::PrefixStore>(base, comm->tag_);
+
+  auto hosts = bootstrap::store_allgather(*store, "host", rank, size,
+                                          bootstrap::host_identity(), timeout);
+  auto topo = bootstrap::compute_topology(hosts, rank);
+  comm->local_rank_ = topo.local_rank;
+  comm->local_size_ = topo.local_size;
+  comm->cross_rank_ = topo.cross_rank;
+  comm->cross_size_ = topo.cross_size;
+  comm->host_of_rank_ = topo.host_of_rank;
+  comm->transport_ = resolve_transport(options.transport, topo.cross_size);
+  if (size > 1) {
+    transport::ContextOptions ctx{store, comm->tag_, rank, size, comm->world_ranks_, timeout, ""};
+    comm->context_ = transport::create_context(comm->transport_, ctx);
+  }
+  KOLO_LOG(kDebug, "communicator ", comm->tag_, ": rank ", rank, " of ", size, ", transport ",
+           transport_name(comm->transport_), ", ", topo.cross_size, " host(s)");
+  return comm;
+}
+
+Communicator::~Communicator() = default;
+
+std::shared_ptr<Communicator> Communicator::split(int color, int key) {
+  KOLO_CHECK_ARG(color >= 0 || color == kUndefinedColor, "split color ", color,
+                 " is invalid; use a color >= 0 or kUndefinedColor");
+  int64_t mine[2] = {color, key};
+  std::vector<int64_t> all(2 * static_cast<size_t>(size_));
+  allgather(mine, all.data(), 2, DType::kInt64);
+  const int seq = splits_++;
+  if (color == kUndefinedColor) return nullptr;
+  std::vector<int> members;
+  for (int p = 0; p < size_; ++p)
+    if (all[2 * static_cast<size_t>(p)] == color) members.push_back(p);
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
+    return all[2 * static_cast<size_t>(a) + 1] < all[2 * static_cast<size_t>(b) + 1];
+  });
+  int new_rank = static_cast<int>(std::find(members.begin(), members.end(), rank_) -
+                                  members.begin());
+  std::vector<int> world;
+  for (int p : members) world.push_back(world_ranks_[static_cast<size_t>(p)]);
+  std::string tag = tag_ + ".s" + std::to_string(seq) + "c" + std::to_string(color);
+  return build(base_store_, tag, new_rank, static_cast<int>(members.size()), std::move(world),
+               options_);
+}
+
+std::shared_ptr<Communicator> Communicator::local() {
+  if (!local_) local_ = split(cross_rank_, rank_);
+  return local_;
+}
+
+std::shared_ptr<Communicator> Communicator::cross() {
+  if (!cross_) cross_ = split(local_rank_, rank_);
+  return cross_;
+}
+
+}  // namespace kolo

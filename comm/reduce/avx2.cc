@@ -1,0 +1,234 @@
+// AVX2 reduction kernels for every dtype and op; compiled with -mavx2 -mfma -mf16c and only
+// called when the CPU has them. Results are bit-identical to scalar.cc, which also handles the
+// tail that does not fill a vector. See kernels.h for why everything here is file-local.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "comm/reduce/kernels.h"
+
+namespace kolo::reduce::avx2 {
+namespace {
+
+enum class Kind { kSum, kMin, kMax, kProduct };
+
+// Each dtype is a "lane" type: Elem is what memory holds, Vec what the op computes on, kWidth
+// how many elements one Vec covers, load/store convert between them, and sum/min/max/product
+// are the ops. min/max keep scalar.cc's `a < b ? a : b` / `a > b ? a : b`, which is exactly
+// what minps/maxps(a, b) compute, NaN and signed zeros included.
+struct Float32 {
+  using Elem = float;
+  using Vec = __m256;
+  static constexpr size_t kWidth = 8;
+  static Vec load(const Elem* p) { return _mm256_loadu_ps(p); }
+  static void store(Elem* p, Vec v) { _mm256_storeu_ps(p, v); }
+  static Vec sum(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+  static Vec min(Vec a, Vec b) { return _mm256_min_ps(a, b); }
+  static Vec max(Vec a, Vec b) { return _mm256_max_ps(a, b); }
+  static Vec product(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+};
+
+struct Float64 {
+  using Elem = double;
+  using Vec = __m256d;
+  static constexpr size_t kWidth = 4;
+  static Vec load(const Elem* p) { return _mm256_loadu_pd(p); }
+  static void store(Elem* p, Vec v) { _mm256_storeu_pd(p, v); }
+  static Vec sum(Vec a, Vec b) { return _mm256_add_pd(a, b); }
+  static Vec min(Vec a, Vec b) { return _mm256_min_pd(a, b); }
+  static Vec max(Vec a, Vec b) { return _mm256_max_pd(a, b); }
+  static Vec product(Vec a, Vec b) { return _mm256_mul_pd(a, b); }
+};
+
+// fp16 and bf16 compute in fp32 (reusing Float32's ops) and round to nearest even on store.
+struct Float16 : Float32 {
+  using Elem = uint16_t;
+  static Vec load(const Elem* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static void store(Elem* p, Vec v) {
+    // F16C rounds to nearest even, handles subnormals and overflow to infinity, and quiets
+    // NaNs keeping the top payload bits: the same as float_to_half.
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
+                     _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+};
+
+// bf16 is the upper half of an fp32, so a plain 256-bit load of 16 bf16 splits into fp32
+// without any (slow, cross-lane) shuffle: the odd elements only need the low half of each
+// 32-bit lane cleared, the even ones a shift up. Ops run on both halves; the store rounds each
+// and interleaves the 16-bit results back with a blend.
+struct BFloat16 {
+  using Elem = uint16_t;
+  struct Vec {
+    __m256 even;
+    __m256 odd;
+  };
+  static constexpr size_t kWidth = 16;
+
+  static Vec load(const Elem* p) {
+    const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(bits, 16)),
+            _mm256_castsi256_ps(_mm256_and_si256(bits, _mm256_set1_epi32(-65536)))};
+  }
+  static void store(Elem* p, Vec v) {
+    const __m256i even = _mm256_srli_epi32(round_to_upper_half(v.even), 16);
+    const __m256i odd = round_to_upper_half(v.odd);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_blend_epi16(even, odd, 0xAA));
+  }
+  static Vec sum(Vec a, Vec b) { return {Float32::sum(a.even, b.even), Float32::sum(a.odd, b.odd)}; }
+  static Vec min(Vec a, Vec b) { return {Float32::min(a.even, b.even), Float32::min(a.odd, b.odd)}; }
+  static Vec max(Vec a, Vec b) { return {Float32::max(a.even, b.even), Float32::max(a.odd, b.odd)}; }
+  static Vec product(Vec a, Vec b) {
+    return {Float32::product(a.even, b.even), Float32::product(a.odd, b.odd)};
+  }
+
+  // float_to_bfloat16 in vector form, leaving the result in the upper 16 bits of each lane:
+  // NaNs are truncated and made quiet, everything else is rounded to nearest even by adding
+  // 0x7FFF plus the lowest kept bit.
+  static __m256i round_to_upper_half(__m256 v) {
+    const __m256i bits = _mm256_castps_si256(v);
+    const __m256i kept_lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    const __m256i rounded =
+        _mm256_add_epi32(bits, _mm256_add_epi32(kept_lsb, _mm256_set1_epi32(0x7FFF)));
+    const __m256i quiet_nan = _mm256_or_si256(bits, _mm256_set1_epi32(0x00400000));
+    const __m256 is_nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+    return _mm256_castps_si256(
+        _mm256_blendv_ps(_mm256_castsi256_ps(rounded), _mm256_castsi256_ps(quiet_nan), is_nan));
+  }
+};
+
+// Shared by the integer lanes: plain unaligned 256-bit moves.
+struct IntegerMoves {
+  using Vec = __m256i;
+  static Vec load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+  static void store(void* p, Vec v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
+};
+
+struct Int32 : IntegerMoves {
+  using Elem = int32_t;
+  static constexpr size_t kWidth = 8;
+  static Vec sum(Vec a, Vec b) { return _mm256_add_epi32(a, b); }
+  static Vec min(Vec a, Vec b) { return _mm256_min_epi32(a, b); }
+  static Vec max(Vec a, Vec b) { return _mm256_max_epi32(a, b); }
+  static Vec product(Vec a, Vec b) { return _mm256_mullo_epi32(a, b); }
+};
+
+struct Int64 : IntegerMoves {
+  using Elem = int64_t;
+  static constexpr size_t kWidth = 4;
+  static Vec sum(Vec a, Vec b) { return _mm256_add_epi64(a, b); }
+  // AVX2 has no 64-bit min/max: compare, then pick per lane.
+  static Vec min(Vec a, Vec b) { return _mm256_blendv_epi8(b, a, _mm256_cmpgt_epi64(b, a)); }
+  static Vec max(Vec a, Vec b) { return _mm256_blendv_epi8(b, a, _mm256_cmpgt_epi64(a, b)); }
+  static Vec product(Vec a, Vec b) {
+    // No 64-bit multiply either. From 32-bit halves: a*b mod 2^64 =
+    // lo(a)*lo(b) + ((lo(a)*hi(b) + hi(a)*lo(b)) << 32); hi*hi only reaches bits above 64.
+    const __m256i a_high = _mm256_srli_epi64(a, 32);
+    const __m256i b_high = _mm256_srli_epi64(b, 32);
+    const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(a, b_high), _mm256_mul_epu32(a_high, b));
+    return _mm256_add_epi64(_mm256_mul_epu32(a, b), _mm256_slli_epi64(cross, 32));
+  }
+};
+
+struct UInt8 : IntegerMoves {
+  using Elem = uint8_t;
+  static constexpr size_t kWidth = 32;
+  static Vec sum(Vec a, Vec b) { return _mm256_add_epi8(a, b); }
+  static Vec min(Vec a, Vec b) { return _mm256_min_epu8(a, b); }
+  static Vec max(Vec a, Vec b) { return _mm256_max_epu8(a, b); }
+  static Vec product(Vec a, Vec b) {
+    // No byte multiply: the low byte of a 16-bit product depends only on the low bytes, so
+    // multiply the even bytes in place and the odd bytes shifted down, then interleave.
+    const __m256i even = _mm256_mullo_epi16(a, b);
+    const __m256i odd = _mm256_mullo_epi16(_mm256_srli_epi16(a, 8), _mm256_srli_epi16(b, 8));
+    return _mm256_or_si256(_mm256_and_si256(even, _mm256_set1_epi16(0x00FF)),
+                           _mm256_slli_epi16(odd, 8));
+  }
+};
+
+template <typename Lane, Kind kKind>
+typename Lane::Vec apply(typename Lane::Vec a, typename Lane::Vec b) {
+  if constexpr (kKind == Kind::kSum) {
+    return Lane::sum(a, b);
+  } else if constexpr (kKind == Kind::kMin) {
+    return Lane::min(a, b);
+  } else if constexpr (kKind == Kind::kMax) {
+    return Lane::max(a, b);
+  } else {
+    return Lane::product(a, b);
+  }
+}
+
+// Processes whole vectors and returns how many elements it did; the caller finishes the rest.
+// Four vectors per iteration keep enough independent loads and ops in flight; beyond that the
+// kernels are bound by memory bandwidth. dst may equal a or b: every element is loaded before
+// its own store, so that is safe.
+template <typename Lane, Kind kKind>
+size_t run(void* dst, const void* a, const void* b, size_t count) {
+  using Elem = typename Lane::Elem;
+  using Vec = typename Lane::Vec;
+  constexpr size_t kWidth = Lane::kWidth;
+  auto* out = static_cast<Elem*>(dst);
+  const auto* x = static_cast<const Elem*>(a);
+  const auto* y = static_cast<const Elem*>(b);
+  size_t i = 0;
+  // Unrolled by hand: GCC keeps arrays of vectors (or a loop over them) on the stack.
+  for (; i + 4 * kWidth <= count; i += 4 * kWidth) {
+    const Vec x0 = Lane::load(x + i);
+    const Vec x1 = Lane::load(x + i + kWidth);
+    const Vec x2 = Lane::load(x + i + 2 * kWidth);
+    const Vec x3 = Lane::load(x + i + 3 * kWidth);
+    const Vec y0 = Lane::load(y + i);
+    const Vec y1 = Lane::load(y + i + kWidth);
+    const Vec y2 = Lane::load(y + i + 2 * kWidth);
+    const Vec y3 = Lane::load(y + i + 3 * kWidth);
+    Lane::store(out + i, apply<Lane, kKind>(x0, y0));
+    Lane::store(out + i + kWidth, apply<Lane, kKind>(x1, y1));
+    Lane::store(out + i + 2 * kWidth, apply<Lane, kKind>(x2, y2));
+    Lane::store(out + i + 3 * kWidth, apply<Lane, kKind>(x3, y3));
+  }
+  for (; i + kWidth <= count; i += kWidth) {
+    Lane::store(out + i, apply<Lane, kKind>(Lane::load(x + i), Lane::load(y + i)));
+  }
+  return i;
+}
+
+template <typename Lane>
+size_t run_op(void* dst, const void* a, const void* b, size_t count, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage: return run<Lane, Kind::kSum>(dst, a, b, count);
+    case ReduceOp::kMin: return run<Lane, Kind::kMin>(dst, a, b, count);
+    case ReduceOp::kMax: return run<Lane, Kind::kMax>(dst, a, b, count);
+    case ReduceOp::kProduct: return run<Lane, Kind::kProduct>(dst, a, b, count);
+  }
+  return 0;  // unknown op: the scalar reference gets everything and reports it
+}
+
+size_t run_dtype(void* dst, const void* a, const void* b, size_t count, DType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DType::kFloat32: return run_op<Float32>(dst, a, b, count, op);
+    case DType::kFloat64: return run_op<Float64>(dst, a, b, count, op);
+    case DType::kFloat16: return run_op<Float16>(dst, a, b, count, op);
+    case DType::kBFloat16: return run_op<BFloat16>(dst, a, b, count, op);
+    case DType::kInt32: return run_op<Int32>(dst, a, b, count, op);
+    case DType::kInt64: return run_op<Int64>(dst, a, b, count, op);
+    case DType::kUInt8: return run_op<UInt8>(dst, a, b, count, op);
+  }
+  return 0;  // unknown dtype: as above
+}
+
+}  // namespace
+
+void combine(void* dst, const void* a, const void* b, size_t count, DType dtype, ReduceOp op) {
+  const size_t done = run_dtype(dst, a, b, count, dtype, op);
+  if (done == count) return;
+  // The tail (less than one vector) goes to the scalar reference. done > 0 means the dtype
+  // was valid; with 0 the scalar code also reports a bad dtype or op.
+  const size_t offset = done == 0 ? 0 : done * dtype_size(dtype);
+  scalar::combine(static_cast<char*>(dst) + offset, static_cast<const char*>(a) + offset,
+                  static_cast<const char*>(b) + offset, count - done, dtype, op);
+}
+
+}  // namespace kolo::reduce::avx2

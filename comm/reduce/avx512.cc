@@ -1,0 +1,232 @@
+// AVX-512 reduction kernels for every dtype and op; compiled with -mavx512f -mavx512bw
+// -mavx512vl -mavx512dq -mf16c -mfma and only called when the CPU has them. Results are
+// bit-identical to scalar.cc, which also handles the tail that does not fill a vector.
+// See kernels.h for why everything here is file-local.
+#include <cstdint>
+
+// GCC 12's AVX-512 intrinsics build their "undefined" pass-through operands from
+// self-initialised variables, which -Wmaybe-uninitialized flags once they are inlined (a
+// known false positive of that release). The operands are meant to be undefined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
+#include "comm/reduce/kernels.h"
+
+namespace kolo::reduce::avx512 {
+namespace {
+
+enum class Kind { kSum, kMin, kMax, kProduct };
+
+// Lane types as in avx2.cc: Elem in memory, Vec computed on, kWidth elements per Vec. min/max
+// are minps/maxps(a, b), i.e. scalar.cc's `a < b ? a : b` / `a > b ? a : b`, NaN included.
+struct Float32 {
+  using Elem = float;
+  using Vec = __m512;
+  static constexpr size_t kWidth = 16;
+  static Vec load(const Elem* p) { return _mm512_loadu_ps(p); }
+  static void store(Elem* p, Vec v) { _mm512_storeu_ps(p, v); }
+  static Vec sum(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  static Vec min(Vec a, Vec b) { return _mm512_min_ps(a, b); }
+  static Vec max(Vec a, Vec b) { return _mm512_max_ps(a, b); }
+  static Vec product(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+};
+
+struct Float64 {
+  using Elem = double;
+  using Vec = __m512d;
+  static constexpr size_t kWidth = 8;
+  static Vec load(const Elem* p) { return _mm512_loadu_pd(p); }
+  static void store(Elem* p, Vec v) { _mm512_storeu_pd(p, v); }
+  static Vec sum(Vec a, Vec b) { return _mm512_add_pd(a, b); }
+  static Vec min(Vec a, Vec b) { return _mm512_min_pd(a, b); }
+  static Vec max(Vec a, Vec b) { return _mm512_max_pd(a, b); }
+  static Vec product(Vec a, Vec b) { return _mm512_mul_pd(a, b); }
+};
+
+// fp16 and bf16 compute in fp32 (reusing Float32's ops) and round to nearest even on store.
+struct Float16 : Float32 {
+  using Elem = uint16_t;
+  static Vec load(const Elem* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static void store(Elem* p, Vec v) {
+    // Rounds to nearest even with subnormals, overflow to infinity and quiet NaNs, exactly as
+    // float_to_half does.
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+};
+
+// bf16 is the upper half of an fp32, so a plain 512-bit load of 32 bf16 splits into fp32
+// without any (slow, cross-lane) shuffle: the odd elements only need the low half of each
+// 32-bit lane cleared, the even ones a shift up. Ops run on both halves; the store rounds each
+// and interleaves the 16-bit results back with a masked blend. No AVX512_BF16 needed.
+struct BFloat16 {
+  using Elem = uint16_t;
+  struct Vec {
+    __m512 even;
+    __m512 odd;
+  };
+  static constexpr size_t kWidth = 32;
+
+  static Vec load(const Elem* p) {
+    const __m512i bits = _mm512_loadu_si512(p);
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(bits, 16)),
+            _mm512_castsi512_ps(_mm512_and_si512(bits, _mm512_set1_epi32(-65536)))};
+  }
+  static void store(Elem* p, Vec v) {
+    constexpr __mmask32 kOddWords = 0xAAAAAAAAu;
+    const __m512i even = _mm512_srli_epi32(round_to_upper_half(v.even), 16);
+    const __m512i odd = round_to_upper_half(v.odd);
+    _mm512_storeu_si512(p, _mm512_mask_blend_epi16(kOddWords, even, odd));
+  }
+  static Vec sum(Vec a, Vec b) { return {Float32::sum(a.even, b.even), Float32::sum(a.odd, b.odd)}; }
+  static Vec min(Vec a, Vec b) { return {Float32::min(a.even, b.even), Float32::min(a.odd, b.odd)}; }
+  static Vec max(Vec a, Vec b) { return {Float32::max(a.even, b.even), Float32::max(a.odd, b.odd)}; }
+  static Vec product(Vec a, Vec b) {
+    return {Float32::product(a.even, b.even), Float32::product(a.odd, b.odd)};
+  }
+
+  // float_to_bfloat16 in vector form, leaving the result in the upper 16 bits of each lane:
+  // NaNs are truncated and made quiet, everything else is rounded to nearest even by adding
+  // 0x7FFF plus the lowest kept bit.
+  static __m512i round_to_upper_half(__m512 v) {
+    const __m512i bits = _mm512_castps_si512(v);
+    const __m512i kept_lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    const __m512i rounded =
+        _mm512_add_epi32(bits, _mm512_add_epi32(kept_lsb, _mm512_set1_epi32(0x7FFF)));
+    const __m512i quiet_nan = _mm512_or_si512(bits, _mm512_set1_epi32(0x00400000));
+    const __mmask16 is_nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    return _mm512_mask_blend_epi32(is_nan, rounded, quiet_nan);
+  }
+};
+
+// Shared by the integer lanes: plain unaligned 512-bit moves.
+struct IntegerMoves {
+  using Vec = __m512i;
+  static Vec load(const void* p) { return _mm512_loadu_si512(p); }
+  static void store(void* p, Vec v) { _mm512_storeu_si512(p, v); }
+};
+
+struct Int32 : IntegerMoves {
+  using Elem = int32_t;
+  static constexpr size_t kWidth = 16;
+  static Vec sum(Vec a, Vec b) { return _mm512_add_epi32(a, b); }
+  static Vec min(Vec a, Vec b) { return _mm512_min_epi32(a, b); }
+  static Vec max(Vec a, Vec b) { return _mm512_max_epi32(a, b); }
+  static Vec product(Vec a, Vec b) { return _mm512_mullo_epi32(a, b); }
+};
+
+struct Int64 : IntegerMoves {
+  using Elem = int64_t;
+  static constexpr size_t kWidth = 8;
+  static Vec sum(Vec a, Vec b) { return _mm512_add_epi64(a, b); }
+  static Vec min(Vec a, Vec b) { return _mm512_min_epi64(a, b); }
+  static Vec max(Vec a, Vec b) { return _mm512_max_epi64(a, b); }
+  static Vec product(Vec a, Vec b) { return _mm512_mullo_epi64(a, b); }  // AVX512DQ
+};
+
+struct UInt8 : IntegerMoves {
+  using Elem = uint8_t;
+  static constexpr size_t kWidth = 64;
+  static Vec sum(Vec a, Vec b) { return _mm512_add_epi8(a, b); }
+  static Vec min(Vec a, Vec b) { return _mm512_min_epu8(a, b); }
+  static Vec max(Vec a, Vec b) { return _mm512_max_epu8(a, b); }
+  static Vec product(Vec a, Vec b) {
+    // No byte multiply: the low byte of a 16-bit product depends only on the low bytes, so
+    // multiply the even bytes in place and the odd bytes shifted down, then merge the odd
+    // products (shifted back up) into the odd byte positions.
+    constexpr __mmask64 kOddBytes = 0xAAAAAAAAAAAAAAAAull;
+    const __m512i even = _mm512_mullo_epi16(a, b);
+    const __m512i odd = _mm512_mullo_epi16(_mm512_srli_epi16(a, 8), _mm512_srli_epi16(b, 8));
+    return _mm512_mask_blend_epi8(kOddBytes, even, _mm512_slli_epi16(odd, 8));
+  }
+};
+
+template <typename Lane, Kind kKind>
+typename Lane::Vec apply(typename Lane::Vec a, typename Lane::Vec b) {
+  if constexpr (kKind == Kind::kSum) {
+    return Lane::sum(a, b);
+  } else if constexpr (kKind == Kind::kMin) {
+    return Lane::min(a, b);
+  } else if constexpr (kKind == Kind::kMax) {
+    return Lane::max(a, b);
+  } else {
+    return Lane::product(a, b);
+  }
+}
+
+// Processes whole vectors and returns how many elements it did; the caller finishes the rest.
+// Four vectors per iteration keep enough independent loads and ops in flight; beyond that the
+// kernels are bound by memory bandwidth. dst may equal a or b: every element is loaded before
+// its own store, so that is safe.
+template <typename Lane, Kind kKind>
+size_t run(void* dst, const void* a, const void* b, size_t count) {
+  using Elem = typename Lane::Elem;
+  using Vec = typename Lane::Vec;
+  constexpr size_t kWidth = Lane::kWidth;
+  auto* out = static_cast<Elem*>(dst);
+  const auto* x = static_cast<const Elem*>(a);
+  const auto* y = static_cast<const Elem*>(b);
+  size_t i = 0;
+  // Unrolled by hand: GCC keeps arrays of vectors (or a loop over them) on the stack.
+  for (; i + 4 * kWidth <= count; i += 4 * kWidth) {
+    const Vec x0 = Lane::load(x + i);
+    const Vec x1 = Lane::load(x + i + kWidth);
+    const Vec x2 = Lane::load(x + i + 2 * kWidth);
+    const Vec x3 = Lane::load(x + i + 3 * kWidth);
+    const Vec y0 = Lane::load(y + i);
+    const Vec y1 = Lane::load(y + i + kWidth);
+    const Vec y2 = Lane::load(y + i + 2 * kWidth);
+    const Vec y3 = Lane::load(y + i + 3 * kWidth);
+    Lane::store(out + i, apply<Lane, kKind>(x0, y0));
+    Lane::store(out + i + kWidth, apply<Lane, kKind>(x1, y1));
+    Lane::store(out + i + 2 * kWidth, apply<Lane, kKind>(x2, y2));
+    Lane::store(out + i + 3 * kWidth, apply<Lane, kKind>(x3, y3));
+  }
+  for (; i + kWidth <= count; i += kWidth) {
+    Lane::store(out + i, apply<Lane, kKind>(Lane::load(x + i), Lane::load(y + i)));
+  }
+  return i;
+}
+
+template <typename Lane>
+size_t run_op(void* dst, const void* a, const void* b, size_t count, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage: return run<Lane, Kind::kSum>(dst, a, b, count);
+    case ReduceOp::kMin: return run<Lane, Kind::kMin>(dst, a, b, count);
+    case ReduceOp::kMax: return run<Lane, Kind::kMax>(dst, a, b, count);
+    case ReduceOp::kProduct: return run<Lane, Kind::kProduct>(dst, a, b, count);
+  }
+  return 0;  // unknown op: the scalar reference gets everything and reports it
+}
+
+size_t run_dtype(void* dst, const void* a, const void* b, size_t count, DType dtype, ReduceOp op) {
+  switch (dtype) {
+    case DType::kFloat32: return run_op<Float32>(dst, a, b, count, op);
+    case DType::kFloat64: return run_op<Float64>(dst, a, b, count, op);
+    case DType::kFloat16: return run_op<Float16>(dst, a, b, count, op);
+    case DType::kBFloat16: return run_op<BFloat16>(dst, a, b, count, op);
+    case DType::kInt32: return run_op<Int32>(dst, a, b, count, op);
+    case DType::kInt64: return run_op<Int64>(dst, a, b, count, op);
+    case DType::kUInt8: return run_op<UInt8>(dst, a, b, count, op);
+  }
+  return 0;  // unknown dtype: as above
+}
+
+}  // namespace
+
+void combine(void* dst, const void* a, const void* b, size_t count, DType dtype, ReduceOp op) {
+  const size_t done = run_dtype(dst, a, b, count, dtype, op);
+  if (done == count) return;
+  // The tail (less than one vector) goes to the scalar reference. done > 0 means the dtype
+  // was valid; with 0 the scalar code also reports a bad dtype or op.
+  const size_t offset = done == 0 ? 0 : done * dtype_size(dtype);
+  scalar::combine(static_cast<char*>(dst) + offset, static_cast<const char*>(a) + offset,
+                  static_cast<const char*>(b) + offset, count - done, dtype, op);
+}
+
+}  // namespace kolo::reduce::avx512

@@ -1,0 +1,176 @@
+// The public face of the reduction kernels: picks the instruction set (CPU features, lowered by
+// KOLO_REDUCE_ISA), checks arguments and dispatches to the scalar, AVX2 or AVX-512 kernels in
+// kernels.h.
+#include "comm/reduce/reduce.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdint>
+#include <iterator>
+#include <string>
+
+#include "comm/base/env.h"
+#include "comm/base/error.h"
+#include "comm/reduce/kernels.h"
+
+namespace kolo::reduce {
+namespace {
+
+constexpr const char* kIsaVariable = "KOLO_REDUCE_ISA";
+constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512};
+// active_isa() before anything chose one: resolved from best_isa() on first use, not at load
+// time, so a bad KOLO_REDUCE_ISA surfaces as an exception from a kolo call, not at startup.
+constexpr int kUnresolved = -1;
+
+std::atomic<int> g_active_isa{kUnresolved};
+
+// What the CPU and OS support, ignoring KOLO_REDUCE_ISA. __builtin_cpu_supports also checks
+// that the OS saves the wider registers (XCR0), not just the CPUID bits.
+Isa detect_hardware_isa() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();  // needed if we run before libgcc's own constructor
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                      __builtin_cpu_supports("avx512dq");
+  if (avx512) return Isa::kAvx512;
+  if (avx2) return Isa::kAvx2;
+#endif
+  return Isa::kScalar;
+}
+
+Isa hardware_isa() {
+  static const Isa isa = detect_hardware_isa();
+  return isa;
+}
+
+bool hardware_has(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(hardware_isa()); }
+
+// "scalar, avx2" for a CPU with AVX2 but not AVX-512.
+std::string supported_names() {
+  std::string names;
+  for (Isa isa : kAllIsas) {
+    if (!hardware_has(isa)) break;
+    names += names.empty() ? isa_name(isa) : std::string(", ") + isa_name(isa);
+  }
+  return names;
+}
+
+void check_hardware_has(Isa isa) {
+  KOLO_CHECK_ARG(static_cast<size_t>(isa) < std::size(kAllIsas), "unknown reduce ISA ",
+                 static_cast<int>(isa));
+  KOLO_CHECK_ARG(hardware_has(isa), "reduce ISA ", isa_name(isa),
+                 " is not supported by this CPU; supported: ", supported_names());
+}
+
+void check_dtype_and_op(DType dtype, ReduceOp op) {
+  KOLO_CHECK_ARG(static_cast<int>(dtype) < kNumDTypes, "unknown dtype ", static_cast<int>(dtype));
+  KOLO_CHECK_ARG(static_cast<int>(op) < kNumReduceOps, "unknown reduce op ",
+                 static_cast<int>(op));
+}
+
+// The kernels read a[i] and b[i] before writing dst[i], so dst == a or dst == b is fine, but a
+// partial overlap would read elements already overwritten: reject it rather than return
+// silently wrong sums.
+void check_no_partial_overlap(const void* dst, const void* src, size_t bytes) {
+  if (dst == src) return;
+  const auto d = reinterpret_cast<uintptr_t>(dst);
+  const auto s = reinterpret_cast<uintptr_t>(src);
+  KOLO_CHECK_ARG(d + bytes <= s || s + bytes <= d,
+                 "combine: dst partially overlaps an input (it may only equal a or b exactly)");
+}
+
+// Argument checks shared by combine() and combine_with(); false when there is nothing to do.
+bool check_combine(void* dst, const void* a, const void* b, size_t count, DType dtype,
+                   ReduceOp op) {
+  check_dtype_and_op(dtype, op);
+  if (count == 0) return false;  // null pointers are fine then
+  KOLO_CHECK_ARG(dst != nullptr && a != nullptr && b != nullptr,
+                 "combine: null buffer with count ", count);
+  const size_t bytes = count * dtype_size(dtype);
+  check_no_partial_overlap(dst, a, bytes);
+  check_no_partial_overlap(dst, b, bytes);
+  return true;
+}
+
+void dispatch(Isa isa, void* dst, const void* a, const void* b, size_t count, DType dtype,
+              ReduceOp op) {
+  switch (isa) {
+    case Isa::kAvx512: return avx512::combine(dst, a, b, count, dtype, op);
+    case Isa::kAvx2: return avx2::combine(dst, a, b, count, dtype, op);
+    case Isa::kScalar: return scalar::combine(dst, a, b, count, dtype, op);
+  }
+  KOLO_THROW(ErrorCode::kInternal, "unknown reduce ISA ", static_cast<int>(isa));
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "unknown";
+}
+
+Isa best_isa() {
+  const Isa hardware = hardware_isa();
+  const auto setting = env::get(kIsaVariable);
+  if (!setting) return hardware;
+  std::string wanted = *setting;
+  std::transform(wanted.begin(), wanted.end(), wanted.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (Isa isa : kAllIsas) {
+    if (wanted != isa_name(isa)) continue;
+    // The variable may only lower the choice: forcing an ISA the CPU lacks would crash.
+    KOLO_CHECK_ARG(hardware_has(isa), kIsaVariable, "='", *setting,
+                   "' is not supported by this CPU; accepted here: ", supported_names());
+    return isa;
+  }
+  KOLO_THROW(ErrorCode::kInvalidArgument, kIsaVariable, "='", *setting,
+             "' is not accepted; expected one of scalar, avx2, avx512 (this CPU supports: ",
+             supported_names(), ")");
+}
+
+Isa active_isa() {
+  int current = g_active_isa.load(std::memory_order_relaxed);
+  if (current == kUnresolved) [[unlikely]] {
+    current = static_cast<int>(best_isa());
+    int expected = kUnresolved;
+    // If set_active_isa() got there first, its choice stands.
+    if (!g_active_isa.compare_exchange_strong(expected, current, std::memory_order_relaxed)) {
+      current = expected;
+    }
+  }
+  return static_cast<Isa>(current);
+}
+
+void set_active_isa(Isa isa) {
+  check_hardware_has(isa);
+  g_active_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+void combine(void* dst, const void* a, const void* b, size_t count, DType dtype, ReduceOp op) {
+  if (!check_combine(dst, a, b, count, dtype, op)) return;
+  dispatch(active_isa(), dst, a, b, count, dtype, op);  // active_isa() is always supported
+}
+
+void combine_with(Isa isa, void* dst, const void* a, const void* b, size_t count, DType dtype,
+                  ReduceOp op) {
+  check_hardware_has(isa);
+  if (!check_combine(dst, a, b, count, dtype, op)) return;
+  dispatch(isa, dst, a, b, count, dtype, op);
+}
+
+void finish_average(void* data, size_t count, DType dtype, int divisor) {
+  KOLO_CHECK_ARG(static_cast<int>(dtype) < kNumDTypes, "unknown dtype ", static_cast<int>(dtype));
+  KOLO_CHECK_ARG(divisor > 0, "finish_average: divisor must be positive, got ", divisor);
+  if (count == 0) return;
+  KOLO_CHECK_ARG(data != nullptr, "finish_average: null buffer with count ", count);
+  scalar::finish_average(data, count, dtype, divisor);
+}
+
+}  // namespace kolo::reduce

@@ -1,0 +1,36 @@
+// Element-wise reduction kernels used by every collective. Vectorised versions (AVX2 with F16C,
+// AVX-512) are chosen at run time from the CPU's features; the scalar path is the reference
+// that tests compare them against. fp16 and bf16 are computed in fp32 and rounded to nearest
+// even, so every ISA gives bit-identical results.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "comm/base/dtype.h"
+
+namespace kolo::reduce {
+
+enum class Isa { kScalar, kAvx2, kAvx512 };
+const char* isa_name(Isa isa);
+
+Isa best_isa();            // the widest the CPU supports (KOLO_REDUCE_ISA may lower it)
+Isa active_isa();          // what combine() uses now
+void set_active_isa(Isa);  // for tests and benchmarks; throws if the CPU lacks it
+
+// dst[i] = a[i] op b[i] for i < count. dst may alias a or b (exactly, not partially).
+// kAverage combines as a sum; finish_average() divides once at the end.
+void combine(void* dst, const void* a, const void* b, size_t count, DType dtype, ReduceOp op);
+void combine_with(Isa isa, void* dst, const void* a, const void* b, size_t count, DType dtype,
+                  ReduceOp op);
+
+// data[i] /= divisor (integer types: truncating division, as C++ does).
+void finish_average(void* data, size_t count, DType dtype, int divisor);
+
+// Conversions, round to nearest even; NaN stays NaN, overflow goes to infinity.
+uint16_t float_to_half(float value);
+float half_to_float(uint16_t bits);
+uint16_t float_to_bfloat16(float value);
+float bfloat16_to_float(uint16_t bits);
+
+}  // namespace kolo::reduce

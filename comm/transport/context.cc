@@ -1,0 +1,88 @@
+// Context: the transport-independent part (failure state, error messages, factory).
+#include "comm/transport/context.h"
+
+#include "comm/base/log.h"
+#include "comm/transport/shm/context.h"
+#include "comm/transport/tcp/context.h"
+#include "kolo_config.h"
+#if KOLO_HAVE_MPI
+#include "comm/transport/mpi/context.h"
+#endif
+
+namespace kolo::transport {
+
+Context::Context(const ContextOptions& options)
+    : rank_(options.rank),
+      size_(options.size),
+      global_ranks_(options.global_ranks),
+      timeout_(options.timeout) {
+  if (global_ranks_.empty())
+    for (int r = 0; r < size_; ++r) global_ranks_.push_back(r);
+}
+
+void Context::post(Transfer* t) {
+  if (failed()) KOLO_THROW(ErrorCode::kPeerLost, "communicator already failed: ", failure_);
+  KOLO_ASSERT(t->peer >= 0 && t->peer < size_ && t->peer != rank_);
+  if (t->bytes == 0) return;
+  do_post(t);
+}
+
+void Context::wait(Transfer* t) {
+  if (t->complete()) return;
+  if (failed()) KOLO_THROW(ErrorCode::kPeerLost, "communicator already failed: ", failure_);
+  try {
+    do_wait(t);
+  } catch (const Error& e) {
+    fail(e.what());
+    throw;
+  }
+}
+
+void Context::wait_all(std::vector<Transfer>& transfers) {
+  for (auto& t : transfers) wait(&t);
+}
+
+std::string Context::describe_peer(int peer) const {
+  std::string text = "rank " + std::to_string(peer);
+  int world = global_ranks_[static_cast<size_t>(peer)];
+  if (world != peer) text += " (world rank " + std::to_string(world) + ")";
+  return text;
+}
+
+void Context::fail(const std::string& why) {
+  if (failed()) return;
+  failure_ = why;
+  KOLO_LOG(kDebug, transport_name(kind()), " context failed: ", why);
+  do_abort();
+}
+
+void Context::throw_timeout(int peer) const {
+  KOLO_THROW(ErrorCode::kTimeout, operation_, " on rank ", rank_, ": no progress with ",
+             describe_peer(peer), " for ", timeout_.count() / 1000.0,
+             " s (KOLO_TIMEOUT_SECONDS); the peer is stuck, dead, or not calling the same "
+             "collective");
+}
+
+void Context::throw_peer_lost(int peer, const std::string& how) const {
+  KOLO_THROW(ErrorCode::kPeerLost, operation_, " on rank ", rank_, ": lost ",
+             describe_peer(peer), ": ", how);
+}
+
+std::unique_ptr<Context> create_context(TransportKind kind, const ContextOptions& options) {
+  switch (kind) {
+    case TransportKind::kShm: return shm::create(options);
+    case TransportKind::kTcp: return tcp::create(options);
+    case TransportKind::kMpi:
+#if KOLO_HAVE_MPI
+      return mpi::create(options);
+#else
+      KOLO_THROW(ErrorCode::kInvalidArgument,
+                 "transport 'mpi' requested but this kolo was built without MPI "
+                 "(KOLO_WITH_MPI)");
+#endif
+    case TransportKind::kAuto: break;
+  }
+  KOLO_THROW(ErrorCode::kInternal, "create_context needs a resolved transport kind");
+}
+
+}  // namespace kolo::transport

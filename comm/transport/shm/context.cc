@@ -1,0 +1,187 @@
+// ShmContext: segment setup through the store, and the wait loop (progress, then sleep on the
+// doorbell futex; check the peers' liveness while waiting).
+#include "comm/transport/shm/context.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "comm/base/env.h"
+#include "comm/base/log.h"
+#include "comm/bootstrap/store.h"
+
+namespace kolo::transport::shm {
+namespace {
+
+constexpr uint64_t kMagic = 0x6b6f6c6f73686d31ull;  // "kolo shm1"
+constexpr int kSpinsBeforeSleep = 16;
+constexpr auto kLivenessInterval = std::chrono::milliseconds(50);
+
+std::string segment_name(const std::string& job, int rank) {
+  return "/kolo-" + job + "-" + std::to_string(rank);
+}
+
+size_t ring_stride(size_t capacity) { return sizeof(RingHeader) + capacity; }
+
+}  // namespace
+
+std::unique_ptr<Context> create(const ContextOptions& options) {
+  return std::make_unique<ShmContext>(options);
+}
+
+ShmContext::ShmContext(const ContextOptions& options)
+    : Context(options),
+      capacity_(static_cast<size_t>(
+          env::get_int("KOLO_SHM_BUFFER_BYTES", 4 << 20, 4096, int64_t(1) << 30) / 64 * 64)),
+      segment_bytes_(sizeof(SegmentHeader) + static_cast<size_t>(options.size) *
+                                                 ring_stride(capacity_)),
+      segments_(static_cast<size_t>(options.size)) {
+  map_segments(options);
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) {
+      pairs_.push_back(nullptr);
+      continue;
+    }
+    pairs_.push_back(std::make_unique<Pair>(p, header(rank_), header(p), ring(p, rank_),
+                                            ring_data(p, rank_), ring(rank_, p),
+                                            ring_data(rank_, p), capacity_));
+  }
+}
+
+ShmContext::~ShmContext() {
+  for (auto& m : segments_)
+    if (m.base != nullptr) ::munmap(m.base, m.bytes);
+}
+
+SegmentHeader* ShmContext::header(int rank) const {
+  return static_cast<SegmentHeader*>(segments_[static_cast<size_t>(rank)].base);
+}
+
+RingHeader* ShmContext::ring(int owner, int from) const {
+  char* base = static_cast<char*>(segments_[static_cast<size_t>(owner)].base);
+  return reinterpret_cast<RingHeader*>(base + sizeof(SegmentHeader) +
+                                       static_cast<size_t>(from) * ring_stride(capacity_));
+}
+
+char* ShmContext::ring_data(int owner, int from) const {
+  return reinterpret_cast<char*>(ring(owner, from)) + sizeof(RingHeader);
+}
+
+// Creates our segment, publishes it, maps every peer's, then unlinks ours: once every rank has
+// mapped, no name is left behind in /dev/shm even if a process is killed later.
+void ShmContext::map_segments(const ContextOptions& options) {
+  auto& store = *options.store;
+  if (rank_ == 0) store.set("shm/job", std::to_string(std::random_device{}()) + "-" +
+                                           std::to_string(::getpid()));
+  std::string job = store.get("shm/job", timeout_);
+  std::string own = segment_name(job, rank_);
+  int fd = ::shm_open(own.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) KOLO_THROW_ERRNO("shm_open(", own, ")");
+  if (::ftruncate(fd, static_cast<off_t>(segment_bytes_)) != 0) {
+    ::close(fd);
+    ::shm_unlink(own.c_str());
+    KOLO_THROW_ERRNO("ftruncate of ", own, " to ", segment_bytes_, " bytes (is /dev/shm full?)");
+  }
+  void* base = ::mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (base == MAP_FAILED) {
+    ::shm_unlink(own.c_str());
+    KOLO_THROW_ERRNO("mmap of ", own);
+  }
+  segments_[static_cast<size_t>(rank_)] = {base, segment_bytes_};
+  auto* h = new (base) SegmentHeader{};
+  h->pid = ::getpid();
+  h->magic = kMagic;
+  for (int p = 0; p < size_; ++p) new (ring(rank_, p)) RingHeader{};
+
+  try {
+    bootstrap::store_barrier(store, "shm/created", size_, timeout_);
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      std::string name = segment_name(job, p);
+      int pfd = ::shm_open(name.c_str(), O_RDWR, 0600);
+      if (pfd < 0) KOLO_THROW_ERRNO("shm_open(", name, ") of ", describe_peer(p));
+      void* pbase = ::mmap(nullptr, segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
+      ::close(pfd);
+      if (pbase == MAP_FAILED) KOLO_THROW_ERRNO("mmap of ", name);
+      segments_[static_cast<size_t>(p)] = {pbase, segment_bytes_};
+      KOLO_CHECK_EQ(header(p)->magic, kMagic, ErrorCode::kIo, "segment ", name, " magic");
+    }
+    bootstrap::store_barrier(store, "shm/mapped", size_, timeout_);
+  } catch (...) {
+    ::shm_unlink(own.c_str());
+    throw;
+  }
+  ::shm_unlink(own.c_str());
+}
+
+void ShmContext::do_post(Transfer* t) {
+  pairs_[static_cast<size_t>(t->peer)]->post(t);
+}
+
+void ShmContext::do_wait(Transfer* t) {
+  using Clock = std::chrono::steady_clock;
+  SegmentHeader* self = header(rank_);
+  auto last_progress = Clock::now();
+  auto last_check = last_progress;
+  int idle_rounds = 0;
+  while (!t->complete()) {
+    uint32_t seen = self->doorbell.load(std::memory_order_acquire);
+    bool moved = false;
+    for (auto& pair : pairs_)
+      if (pair && !pair->idle()) moved = pair->progress() || moved;
+    if (moved) {
+      last_progress = Clock::now();
+      idle_rounds = 0;
+      continue;
+    }
+    if (++idle_rounds < kSpinsBeforeSleep) {
+      ::sched_yield();  // let the peer we wait for run (ranks may outnumber cores)
+      continue;
+    }
+    auto now = Clock::now();
+    if (now - last_check >= kLivenessInterval) {
+      check_peers(t);
+      last_check = now;
+    }
+    if (now - last_progress >= timeout_) throw_timeout(t->peer);
+    sleep_until_doorbell(seen);
+  }
+}
+
+void ShmContext::sleep_until_doorbell(uint32_t seen) {
+  SegmentHeader* self = header(rank_);
+  self->sleepers.fetch_add(1, std::memory_order_acq_rel);
+  // Short sleeps bound how late we notice a dead peer or a passed deadline.
+  timespec ts{0, 10 * 1000 * 1000};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&self->doorbell), FUTEX_WAIT, seen, &ts,
+          nullptr, 0);
+  self->sleepers.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+void ShmContext::check_peers(Transfer* t) {
+  // The peer of `t` first, so the error names the rank this wait depends on. A peer that wrote
+  // its last bytes and then exited is not lost: progress() drains what it left in the ring.
+  auto lost = [](Pair& pair) { return pair.peer_gone() && !pair.progress(); };
+  if (lost(*pairs_[static_cast<size_t>(t->peer)]))
+    throw_peer_lost(t->peer, "its process exited or it aborted");
+  for (auto& pair : pairs_)
+    if (pair && !pair->idle() && lost(*pair))
+      throw_peer_lost(pair->peer(), "its process exited or it aborted");
+}
+
+void ShmContext::do_abort() noexcept {
+  SegmentHeader* self = header(rank_);
+  if (self == nullptr) return;
+  self->aborted.store(1, std::memory_order_release);
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_ && header(p) != nullptr) ring_doorbell(header(p));
+}
+
+}  // namespace kolo::transport::shm

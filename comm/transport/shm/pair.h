@@ -1,0 +1,62 @@
+// One direction-pair of shared-memory channels between this rank and a peer.
+//
+// Every rank owns one segment holding a header (its pid, an abort flag and a doorbell futex
+// word) and one inbound ring per peer. To send to peer P, a rank copies into the ring that P's
+// segment keeps for it and rings P's doorbell; P copies out and rings the sender's doorbell so
+// that a sender waiting for space wakes up. A waiter sleeps on its own doorbell (futex), so
+// oversubscribed ranks give the CPU to the peer they wait for instead of spinning.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+
+#include "comm/transport/context.h"
+
+namespace kolo::transport::shm {
+
+struct alignas(64) SegmentHeader {
+  uint64_t magic;
+  int32_t pid;
+  std::atomic<uint32_t> aborted;
+  alignas(64) std::atomic<uint32_t> doorbell;  // bumped by peers on every state change
+  std::atomic<uint32_t> sleepers;              // > 0 while the owner sleeps on the doorbell
+};
+
+// Single-producer single-consumer byte ring; head and tail count bytes ever written / read.
+struct alignas(64) RingHeader {
+  alignas(64) std::atomic<uint64_t> head;
+  alignas(64) std::atomic<uint64_t> tail;
+};
+
+class Pair {
+ public:
+  Pair(int peer, SegmentHeader* self, SegmentHeader* remote, RingHeader* outbound,
+       char* outbound_data, RingHeader* inbound, char* inbound_data, size_t capacity);
+
+  void post(Transfer* t);
+  // Moves as many bytes as possible for the head transfers; true when anything moved.
+  bool progress();
+  bool idle() const { return sends_.empty() && recvs_.empty(); }
+  bool peer_gone() const;  // the peer aborted or its process no longer exists
+  int peer() const { return peer_; }
+
+ private:
+  bool progress_send();
+  bool progress_recv();
+
+  int peer_;
+  SegmentHeader* self_;
+  SegmentHeader* remote_;
+  RingHeader* out_;  // lives in the peer's segment: the ring the peer keeps for us
+  char* out_data_;
+  RingHeader* in_;   // lives in our segment: the ring we keep for the peer
+  char* in_data_;
+  size_t capacity_;
+  std::deque<Transfer*> sends_, recvs_;
+};
+
+void ring_doorbell(SegmentHeader* header);
+
+}  // namespace kolo::transport::shm

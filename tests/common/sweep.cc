@@ -1,0 +1,227 @@
+// Sweep cases. Each case fills inputs from values.h, runs one collective, and checks the output
+// element by element; a case passes only if it passes on every rank (allreduced verdict).
+#include "tests/common/sweep.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <sstream>
+
+#include "tests/common/values.h"
+
+namespace kolo::testing {
+namespace {
+
+struct Case {
+  Communicator& comm;
+  DType dtype;
+  ReduceOp op;
+  size_t count;
+  std::string name;
+  std::string error;       // first mismatch on this rank
+  uint64_t hash = 0;       // of this rank's output
+  bool same_everywhere = false;
+
+  void expect(size_t i, double got, double want, double tol = 0.0) {
+    if (!error.empty()) return;
+    bool ok = std::fabs(got - want) <= tol || (std::isnan(got) && std::isnan(want));
+    if (ok) return;
+    std::ostringstream out;
+    out << name << " on rank " << comm.rank() << ": element " << i << " is " << got
+        << ", expected " << want;
+    if (tol > 0) out << " (tolerance " << tol << ")";
+    error = out.str();
+  }
+  void finish(const std::vector<char>& out, size_t elements) {
+    hash = fnv1a(out.data(), elements * dtype_size(dtype));
+  }
+};
+
+std::vector<char> fill(DType dtype, ReduceOp op, int rank, size_t count, size_t first = 0) {
+  auto buf = make_buffer(dtype, count);
+  for (size_t i = 0; i < count; ++i) store(dtype, buf.data(), i, input_value(dtype, op, rank, first + i));
+  return buf;
+}
+
+void run_allreduce(Case& c, bool in_place) {
+  const int n = c.comm.size();
+  auto send = fill(c.dtype, c.op, c.comm.rank(), c.count);
+  auto recv = make_buffer(c.dtype, c.count);
+  char* out = in_place ? send.data() : recv.data();
+  c.comm.allreduce(send.data(), out, c.count, c.dtype, c.op);
+  for (size_t i = 0; i < c.count; ++i) {
+    double want = expected_value(c.dtype, c.op, n, i);
+    c.expect(i, load(c.dtype, out, i), want, tolerance(c.dtype, c.op, want));
+  }
+  c.same_everywhere = true;
+  c.hash = fnv1a(out, c.count * dtype_size(c.dtype));
+}
+
+void run_reduce_scatter(Case& c) {
+  const int n = c.comm.size(), r = c.comm.rank();
+  auto send = fill(c.dtype, c.op, r, c.count * static_cast<size_t>(n));
+  auto recv = make_buffer(c.dtype, c.count);
+  c.comm.reduce_scatter(send.data(), recv.data(), c.count, c.dtype, c.op);
+  for (size_t i = 0; i < c.count; ++i) {
+    double want = expected_value(c.dtype, c.op, n, static_cast<size_t>(r) * c.count + i);
+    c.expect(i, load(c.dtype, recv.data(), i), want, tolerance(c.dtype, c.op, want));
+  }
+  c.finish(recv, c.count);
+}
+
+// allgatherv: rank p contributes count + 3p elements (the first dimension differs by rank).
+void run_allgather(Case& c, bool variable) {
+  const int n = c.comm.size(), r = c.comm.rank();
+  std::vector<size_t> counts;
+  for (int p = 0; p < n; ++p) counts.push_back(c.count + (variable ? 3 * static_cast<size_t>(p) : 0));
+  size_t total = 0;
+  for (size_t k : counts) total += k;
+  auto send = fill(c.dtype, ReduceOp::kSum, r, counts[static_cast<size_t>(r)]);
+  auto recv = make_buffer(c.dtype, total);
+  if (variable)
+    c.comm.allgatherv(send.data(), counts[static_cast<size_t>(r)], recv.data(), counts, c.dtype);
+  else
+    c.comm.allgather(send.data(), recv.data(), c.count, c.dtype);
+  size_t at = 0;
+  for (int p = 0; p < n; ++p)
+    for (size_t i = 0; i < counts[static_cast<size_t>(p)]; ++i, ++at)
+      c.expect(at, load(c.dtype, recv.data(), at), input_value(c.dtype, ReduceOp::kSum, p, i));
+  c.same_everywhere = true;
+  c.finish(recv, total);
+}
+
+void run_broadcast(Case& c) {
+  const int n = c.comm.size(), r = c.comm.rank();
+  const int root = static_cast<int>(c.count % static_cast<size_t>(n));
+  auto data = r == root ? fill(c.dtype, ReduceOp::kSum, root, c.count) : make_buffer(c.dtype, c.count);
+  c.comm.broadcast(data.data(), c.count, c.dtype, root);
+  for (size_t i = 0; i < c.count; ++i)
+    c.expect(i, load(c.dtype, data.data(), i), input_value(c.dtype, ReduceOp::kSum, root, i));
+  c.same_everywhere = true;
+  c.finish(data, c.count);
+}
+
+// alltoallv: rank r sends (block + r + 2p) % (block + 3) elements to rank p.
+size_t v_count(size_t block, int from, int to) {
+  return (block + static_cast<size_t>(from) + 2 * static_cast<size_t>(to)) % (block + 3);
+}
+
+void run_alltoall(Case& c, bool variable) {
+  const int n = c.comm.size(), r = c.comm.rank();
+  const size_t block = (c.count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+  std::vector<size_t> sends, recvs;
+  for (int p = 0; p < n; ++p) {
+    sends.push_back(variable ? v_count(block, r, p) : block);
+    recvs.push_back(variable ? v_count(block, p, r) : block);
+  }
+  // Element j of the block from rank `from` to rank `to` is input_value(from, to * 1e6 + j).
+  size_t send_total = 0;
+  for (auto k : sends) send_total += k;
+  auto send = make_buffer(c.dtype, send_total);
+  size_t at = 0;
+  for (int p = 0; p < n; ++p)
+    for (size_t j = 0; j < sends[static_cast<size_t>(p)]; ++j, ++at)
+      store(c.dtype, send.data(), at, input_value(c.dtype, ReduceOp::kSum, r, static_cast<size_t>(p) * 1000003 + j));
+  size_t recv_total = 0;
+  for (auto k : recvs) recv_total += k;
+  auto recv = make_buffer(c.dtype, recv_total);
+  if (variable) c.comm.alltoallv(send.data(), sends, recv.data(), recvs, c.dtype);
+  else c.comm.alltoall(send.data(), recv.data(), block, c.dtype);
+  at = 0;
+  for (int p = 0; p < n; ++p)
+    for (size_t j = 0; j < recvs[static_cast<size_t>(p)]; ++j, ++at)
+      c.expect(at, load(c.dtype, recv.data(), at),
+               input_value(c.dtype, ReduceOp::kSum, p, static_cast<size_t>(r) * 1000003 + j));
+  c.finish(recv, recv_total);
+}
+
+// Random fp inputs: the ring rounds after each of its n-1 additions, so the error is bounded by
+// (n-1) * u * sum|x| (u = unit roundoff) plus the final rounding u * |sum|.
+void run_random_sum(Case& c) {
+  const int n = c.comm.size(), r = c.comm.rank();
+  auto data = make_buffer(c.dtype, c.count);
+  for (size_t i = 0; i < c.count; ++i) store(c.dtype, data.data(), i, random_value(c.dtype, 7, r, i));
+  c.comm.allreduce(data.data(), data.data(), c.count, c.dtype, ReduceOp::kSum);
+  const double u = unit_roundoff(c.dtype);
+  for (size_t i = 0; i < c.count; ++i) {
+    double sum = 0, abs_sum = 0;
+    for (int p = 0; p < n; ++p) {
+      double v = random_value(c.dtype, 7, p, i);
+      sum += v;
+      abs_sum += std::fabs(v);
+    }
+    c.expect(i, load(c.dtype, data.data(), i), sum, (n - 1) * u * abs_sum + u * std::fabs(sum));
+  }
+  c.same_everywhere = true;
+  c.finish(data, c.count);
+}
+
+// Agrees across ranks on the verdict and, for replicated outputs, on the bits.
+bool conclude(Case& c, SweepResult& result) {
+  const int n = c.comm.size();
+  int64_t mine[2] = {c.error.empty() ? 0 : 1, static_cast<int64_t>(c.hash)};
+  std::vector<int64_t> all(2 * static_cast<size_t>(n));
+  c.comm.allgather(mine, all.data(), 2, DType::kInt64);
+  bool ok = true;
+  for (int p = 0; p < n; ++p) {
+    ok = ok && all[2 * static_cast<size_t>(p)] == 0;
+    if (c.same_everywhere && all[2 * static_cast<size_t>(p) + 1] != all[1]) {
+      ok = false;
+      if (c.error.empty()) c.error = c.name + ": rank " + std::to_string(p) + "'s result differs from rank 0's";
+    }
+    result.digest = fnv1a(&all[2 * static_cast<size_t>(p) + 1], 8, result.digest ? result.digest : 1469598103934665603ull);
+  }
+  if (ok) ++result.passed;
+  else ++result.failed;
+  if (!c.error.empty() && result.failures.size() < 20) result.failures.push_back(c.error);
+  if (!ok && c.error.empty() && result.failures.size() < 20)
+    result.failures.push_back(c.name + ": failed on another rank");
+  return ok;
+}
+
+}  // namespace
+
+SweepResult run_sweep(Communicator& comm, const SweepConfig& config) {
+  SweepResult result;
+  bool stopped = false;
+  auto run = [&](const char* collective, DType dtype, ReduceOp op, size_t count,
+                 const std::function<void(Case&)>& body) {
+    if (stopped || std::find(config.collectives.begin(), config.collectives.end(),
+                             collective) == config.collectives.end())
+      return;
+    std::ostringstream name;
+    name << collective << " " << dtype_name(dtype) << " " << op_name(op) << " count=" << count
+         << " np=" << comm.size();
+    Case c{comm, dtype, op, count, name.str(), "", 0, false};
+    try {
+      body(c);
+      conclude(c, result);
+    } catch (const std::exception& e) {
+      // A failed collective leaves the communicator failed: record it and stop the sweep.
+      ++result.failed;
+      result.failures.push_back(c.name + " threw: " + e.what());
+      stopped = true;
+    }
+  };
+  const ReduceOp sum = ReduceOp::kSum;
+  for (size_t count : config.sizes) {
+    for (DType dtype : config.dtypes) {
+      for (ReduceOp op : config.ops) {
+        // Alternate in place and out of place so both are covered for every size.
+        bool in_place = (count + static_cast<size_t>(op)) % 2 == 0;
+        run("allreduce", dtype, op, count, [&](Case& c) { run_allreduce(c, in_place); });
+        run("reduce_scatter", dtype, op, count, run_reduce_scatter);
+      }
+      run("allgather", dtype, sum, count, [](Case& c) { run_allgather(c, false); });
+      run("allgatherv", dtype, sum, count, [](Case& c) { run_allgather(c, true); });
+      run("broadcast", dtype, sum, count, run_broadcast);
+      run("alltoall", dtype, sum, count, [](Case& c) { run_alltoall(c, false); });
+      run("alltoallv", dtype, sum, count, [](Case& c) { run_alltoall(c, true); });
+      if (is_floating(dtype)) run("random_sum", dtype, sum, count, run_random_sum);
+    }
+    run("barrier", DType::kUInt8, sum, count, [](Case& c) { c.comm.barrier(); });
+  }
+  return result;
+}
+
+}  // namespace kolo::testing

@@ -1,0 +1,106 @@
+// Closed-form test values and typed buffer access.
+#include "tests/common/values.h"
+
+#include <cstring>
+
+#include "comm/reduce/reduce.h"
+
+namespace kolo::testing {
+
+bool is_floating(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 ||
+         dtype == DType::kBFloat16;
+}
+
+double input_value(DType dtype, ReduceOp op, int rank, size_t i) {
+  if (op == ReduceOp::kProduct) return ((i + static_cast<size_t>(rank)) % 4 == 0) ? 2.0 : 1.0;
+  double base = static_cast<double>((static_cast<size_t>(rank) * 13 + i * 7) % 15 + 1);  // 1..15
+  if (dtype == DType::kUInt8) return base;
+  double value = base - 8.0;  // -7..7: exercises signs
+  if (is_floating(dtype)) value += 0.5 * (rank % 2);
+  return value;
+}
+
+double expected_value(DType dtype, ReduceOp op, int size, size_t i) {
+  double acc = input_value(dtype, op, 0, i);
+  for (int r = 1; r < size; ++r) {
+    double v = input_value(dtype, op, r, i);
+    switch (op) {
+      case ReduceOp::kSum: case ReduceOp::kAverage: acc += v; break;
+      case ReduceOp::kMin: acc = std::min(acc, v); break;
+      case ReduceOp::kMax: acc = std::max(acc, v); break;
+      case ReduceOp::kProduct: acc *= v; break;
+    }
+  }
+  if (op != ReduceOp::kAverage) return acc;
+  if (is_floating(dtype)) return acc / size;
+  return std::trunc(acc / size);  // C++ integer division truncates toward zero
+}
+
+double unit_roundoff(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return std::ldexp(1.0, -24);
+    case DType::kFloat64: return std::ldexp(1.0, -53);
+    case DType::kFloat16: return std::ldexp(1.0, -11);
+    case DType::kBFloat16: return std::ldexp(1.0, -8);
+    default: return 0.0;
+  }
+}
+
+double tolerance(DType dtype, ReduceOp op, double expected) {
+  if (op != ReduceOp::kAverage || !is_floating(dtype)) return 0.0;
+  return 2.0 * unit_roundoff(dtype) * std::fabs(expected) + 1e-300;
+}
+
+double random_value(DType dtype, uint64_t seed, int rank, size_t i) {
+  uint64_t x = seed ^ (static_cast<uint64_t>(rank) << 40) ^ (i * 0x9e3779b97f4a7c15ull);
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  double u = static_cast<double>(x >> 11) * std::ldexp(1.0, -53) * 2.0 - 1.0;
+  std::vector<char> one = make_buffer(dtype, 1);
+  store(dtype, one.data(), 0, u);  // round to what the dtype can hold
+  return load(dtype, one.data(), 0);
+}
+
+double load(DType dtype, const void* data, size_t i) {
+  switch (dtype) {
+    case DType::kFloat32: return static_cast<const float*>(data)[i];
+    case DType::kFloat64: return static_cast<const double*>(data)[i];
+    case DType::kFloat16: return reduce::half_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::kBFloat16:
+      return reduce::bfloat16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::kInt32: return static_cast<const int32_t*>(data)[i];
+    case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
+    case DType::kUInt8: return static_cast<const uint8_t*>(data)[i];
+  }
+  return 0;
+}
+
+void store(DType dtype, void* data, size_t i, double value) {
+  switch (dtype) {
+    case DType::kFloat32: static_cast<float*>(data)[i] = static_cast<float>(value); break;
+    case DType::kFloat64: static_cast<double*>(data)[i] = value; break;
+    case DType::kFloat16:
+      static_cast<uint16_t*>(data)[i] = reduce::float_to_half(static_cast<float>(value));
+      break;
+    case DType::kBFloat16:
+      static_cast<uint16_t*>(data)[i] = reduce::float_to_bfloat16(static_cast<float>(value));
+      break;
+    case DType::kInt32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(value); break;
+    case DType::kInt64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(value); break;
+    case DType::kUInt8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(value); break;
+  }
+}
+
+std::vector<char> make_buffer(DType dtype, size_t count) {
+  return std::vector<char>(count * dtype_size(dtype) + 1, '\x5a');  // +1: never a null data()
+}
+
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 1099511628211ull;
+  return hash;
+}
+
+}  // namespace kolo::testing

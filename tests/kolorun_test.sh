@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Tests of kolorun, kolo's local launcher: output prefixes, the KOLO_* environment, teardown of
+# the job when a rank fails or kolorun is signalled, and option errors.
+# Usage: kolorun_test.sh /path/to/kolorun   (exit 0 when every check passed)
+set -u
+
+KOLORUN=${1:?usage: kolorun_test.sh /path/to/kolorun}
+# Sleeps carry a duration unique to this test run so pgrep finds only our leftovers.
+MARK="30.$$"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+passed=0
+failed=0
+
+check() {  # check NAME CONDITION...: runs the condition, records pass/fail
+  local name=$1
+  shift
+  if "$@"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL: $name" >&2
+    echo "  stdout: $(head -c 2000 "$TMP/out")" >&2
+    echo "  stderr: $(head -c 2000 "$TMP/err")" >&2
+  fi
+}
+
+# run ARGS...: runs kolorun, leaving stdout/stderr in $TMP and the exit code in $rc and the
+# wall time in $elapsed_ms.
+run() {
+  local start end
+  start=$(date +%s%N)
+  "$KOLORUN" "$@" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  end=$(date +%s%N)
+  elapsed_ms=$(((end - start) / 1000000))
+}
+
+no_leftovers() {
+  sleep 0.2
+  ! pgrep -f "sleep $MARK" >/dev/null
+}
+
+contains() { grep -qE -- "$2" "$TMP/$1"; }
+
+# Output of every rank, prefixed, on the right stream; partial last lines flushed.
+run -np 3 sh -c 'echo hi $KOLO_RANK'
+check "prefix exit code" test "$rc" = 0
+check "prefixed lines" test "$(sort "$TMP/out")" = "$(printf '[0] hi 0\n[1] hi 1\n[2] hi 2')"
+
+run -np 2 sh -c 'echo err $KOLO_RANK >&2; printf "part $KOLO_RANK"'
+check "stderr prefixed" test "$(sort "$TMP/err")" = "$(printf '[0] err 0\n[1] err 1')"
+check "partial line flushed" test "$(sort "$TMP/out")" = "$(printf '[0] part 0\n[1] part 1')"
+
+run --no-prefix -np 2 sh -c 'echo plain $KOLO_RANK'
+check "--no-prefix" test "$(sort "$TMP/out")" = "$(printf 'plain 0\nplain 1')"
+
+# The environment of each rank.
+run -np 2 sh -c 'echo "$KOLO_RANK $KOLO_SIZE $KOLO_LOCAL_RANK $KOLO_LOCAL_SIZE" \
+  "$KOLO_ADDR $KOLO_PORT $KOLO_SECRET $KOLO_LAUNCHER"'
+env_re='^\[([01])\] \1 2 \1 2 127\.0\.0\.1 [0-9]+ [0-9a-f]{64} kolorun$'
+check "env vars" test "$(grep -cE "$env_re" "$TMP/out")" = 2
+check "same port and secret in all ranks" test "$(cut -d' ' -f7,8 "$TMP/out" | sort -u | wc -l)" = 1
+port=$(head -n1 "$TMP/out" | cut -d' ' -f7)
+check "port in range" test "$port" -ge 1 -a "$port" -le 65535
+
+KOLO_SECRET=mysecret run --addr 127.0.0.2 --port 4242 -np 1 \
+  sh -c 'echo $KOLO_ADDR $KOLO_PORT $KOLO_SECRET'
+check "--addr, --port, KOLO_SECRET kept" test "$(cat "$TMP/out")" = "[0] 127.0.0.2 4242 mysecret"
+
+run -np 1 -- sh -c 'echo "$@"' sh -np 5 --bogus
+check "CMD flags are CMD's" test "$(cat "$TMP/out")" = "[0] -np 5 --bogus"
+
+# A failing rank stops the others at once and gives its exit code.
+run -np 3 sh -c "[ \$KOLO_RANK = 1 ] && exit 3; sleep $MARK"
+check "failing rank exit code" test "$rc" = 3
+check "failing rank is quick (${elapsed_ms} ms)" test "$elapsed_ms" -lt 10000
+check "failing rank message" contains err 'kolorun: rank 1 exited with code 3'
+check "no leftovers after failure" no_leftovers
+
+run -np 2 sh -c "[ \$KOLO_RANK = 0 ] && kill -KILL \$\$; sleep $MARK"
+check "SIGKILLed rank exit code" test "$rc" = 137
+check "SIGKILLed rank message" contains err 'rank 0 killed by signal 9 \(SIGKILL\)'
+check "no leftovers after SIGKILL" no_leftovers
+
+# Ranks that ignore SIGTERM are killed after --grace.
+run --grace 1 -np 3 sh -c "trap '' TERM; [ \$KOLO_RANK = 2 ] && exit 4; sleep $MARK"
+check "grace exit code" test "$rc" = 4
+check "grace then SIGKILL (${elapsed_ms} ms)" test "$elapsed_ms" -ge 900 -a "$elapsed_ms" -lt 8000
+check "no leftovers after SIGKILL escalation" no_leftovers
+
+# SIGTERM to kolorun is forwarded to the ranks.
+"$KOLORUN" -np 2 sleep "$MARK" >"$TMP/out" 2>"$TMP/err" &
+pid=$!
+sleep 0.5
+kill -TERM "$pid"
+wait "$pid"
+rc=$?
+check "SIGTERM forwarded exit code" test "$rc" = 143
+check "SIGTERM forwarded message" contains err 'received SIGTERM'
+check "no leftovers after SIGTERM" no_leftovers
+
+# Option errors exit 2 naming the option; help and version exit 0.
+run --bogus -np 2 true
+check "unknown option exit code" test "$rc" = 2
+check "unknown option named" contains err "'--bogus'"
+run -np 0 true
+check "-np 0 rejected" test "$rc" = 2
+check "-np range named" contains err '-np.*\[1, 1024\]'
+run -np 2000 true
+check "-np 2000 rejected" test "$rc" = 2
+run true
+check "missing -np" test "$rc" = 2
+run -np 2
+check "missing CMD" test "$rc" = 2
+run -np
+check "-np without value" test "$rc" = 2
+run --port 70000 -np 1 true
+check "--port out of range" test "$rc" = 2
+run --addr not-an-ip -np 1 true
+check "--addr invalid" test "$rc" = 2
+run --grace x -np 1 true
+check "--grace invalid" test "$rc" = 2
+run --help
+check "--help exit code" test "$rc" = 0
+check "--help on stdout" contains out 'usage: kolorun'
+run --version
+check "--version" test "$rc" = 0
+
+# A command that cannot be executed fails with a message naming it.
+run -np 3 /nonexistent/kolorun-test-cmd
+check "missing command fails" test "$rc" -ne 0
+check "missing command named" contains err "kolorun-test-cmd"
+run -np 2 kolorun-no-such-command-$$
+check "missing command on PATH fails" test "$rc" = 127
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

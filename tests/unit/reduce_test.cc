@@ -1,0 +1,702 @@
+// Tests of the reduction kernels: every vector ISA the CPU has must match the scalar reference
+// bit for bit (all dtypes x ops, awkward counts, unaligned buffers, aliasing, NaN), plus
+// closed-form checks of the fp16 / bf16 conversions, finish_average and KOLO_REDUCE_ISA.
+#include "comm/reduce/reduce.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "comm/base/error.h"
+
+namespace kolo::reduce {
+namespace {
+
+constexpr DType kDTypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
+                             DType::kInt32,   DType::kInt64,   DType::kUInt8};
+constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                             ReduceOp::kProduct};
+// Around the vector widths (8, 16, 32, 64 elements) and their 4x unrolled blocks.
+constexpr size_t kCounts[] = {0, 1, 7, 15, 16, 17, 31, 33, 1000, 4099};
+constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512};
+
+using Bytes = std::vector<uint8_t>;
+
+// The CPU's ISA level, found independently of reduce.cc so a detection bug cannot quietly make
+// these tests skip the vector kernels.
+Isa cpu_isa() {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    return Isa::kAvx512;
+  }
+  return avx2 ? Isa::kAvx2 : Isa::kScalar;
+}
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : kAllIsas) {
+    if (static_cast<int>(isa) <= static_cast<int>(cpu_isa())) isas.push_back(isa);
+  }
+  return isas;
+}
+
+template <typename T>
+T read(const Bytes& bytes, size_t index) {
+  T value;
+  std::memcpy(&value, bytes.data() + index * sizeof(T), sizeof(T));
+  return value;
+}
+
+template <typename T>
+void write(Bytes& bytes, size_t index, T value) {
+  std::memcpy(bytes.data() + index * sizeof(T), &value, sizeof(T));
+}
+
+template <typename T>
+Bytes pack(std::initializer_list<T> values) {
+  Bytes bytes(values.size() * sizeof(T));
+  size_t i = 0;
+  for (T value : values) write(bytes, i++, value);
+  return bytes;
+}
+
+bool is_nan_at(DType dtype, const Bytes& bytes, size_t i) {
+  switch (dtype) {
+    case DType::kFloat32: return std::isnan(read<float>(bytes, i));
+    case DType::kFloat64: return std::isnan(read<double>(bytes, i));
+    case DType::kFloat16: return (read<uint16_t>(bytes, i) & 0x7FFF) > 0x7C00;
+    case DType::kBFloat16: return (read<uint16_t>(bytes, i) & 0x7FFF) > 0x7F80;
+    default: return false;
+  }
+}
+
+// Element i of a buffer in hex, for failure messages.
+std::string hex_at(DType dtype, const Bytes& bytes, size_t i) {
+  const size_t size = dtype_size(dtype);
+  uint64_t bits = 0;
+  std::memcpy(&bits, bytes.data() + i * size, size);
+  char text[24];
+  std::snprintf(text, sizeof(text), "0x%0*llx", static_cast<int>(size * 2),
+                static_cast<unsigned long long>(bits));
+  return text;
+}
+
+// Random test data: ordinary values, values with clashing exponents, every bit pattern class
+// (subnormals, infinities, values near overflow, NaNs with payloads) and integer extremes.
+class Generator {
+ public:
+  explicit Generator(uint64_t seed) : rng_(seed) {}
+
+  Bytes make(DType dtype, size_t count, bool allow_nan) {
+    Bytes bytes(count * dtype_size(dtype));
+    for (size_t i = 0; i < count; ++i) {
+      switch (dtype) {
+        case DType::kFloat32: write(bytes, i, random_float(allow_nan)); break;
+        case DType::kFloat64: write(bytes, i, random_double(allow_nan)); break;
+        case DType::kFloat16: write(bytes, i, random_half(allow_nan)); break;
+        case DType::kBFloat16: write(bytes, i, random_bfloat16(allow_nan)); break;
+        case DType::kInt32: write(bytes, i, random_integer<int32_t>()); break;
+        case DType::kInt64: write(bytes, i, random_integer<int64_t>()); break;
+        case DType::kUInt8: write(bytes, i, static_cast<uint8_t>(rng_())); break;
+      }
+    }
+    return bytes;
+  }
+
+ private:
+  template <typename T>
+  T pick(std::initializer_list<T> values) {
+    return values.begin()[rng_() % values.size()];
+  }
+
+  float uniform(float low, float high) {
+    return std::uniform_real_distribution<float>(low, high)(rng_);
+  }
+
+  float random_float(bool allow_nan) {
+    constexpr float kInf = std::numeric_limits<float>::infinity();
+    constexpr float kMax = std::numeric_limits<float>::max();
+    switch (rng_() % 16) {
+      case 0: return pick({0.0f, -0.0f, kInf, -kInf, kMax, -kMax, 1e-40f, -1e-40f, 1e38f, 1.0f});
+      case 1:
+        if (allow_nan) return std::bit_cast<float>(nan_bits32());
+        return uniform(-1.0f, 1.0f);
+      case 2: {
+        const float value = std::bit_cast<float>(static_cast<uint32_t>(rng_()));
+        return std::isnan(value) && !allow_nan ? 2.0f : value;
+      }
+      default: return uniform(-1000.0f, 1000.0f);
+    }
+  }
+
+  double random_double(bool allow_nan) {
+    constexpr double kInf = std::numeric_limits<double>::infinity();
+    constexpr double kMax = std::numeric_limits<double>::max();
+    switch (rng_() % 16) {
+      case 0: return pick({0.0, -0.0, kInf, -kInf, kMax, -kMax, 1e-310, -1e-310, 1e308, 1.0});
+      case 1:
+        if (allow_nan) return std::bit_cast<double>(0x7FF0000000000000ull | (rng_() >> 12) | 1u);
+        return uniform(-1.0f, 1.0f);
+      case 2: {
+        const double value = std::bit_cast<double>(static_cast<uint64_t>(rng_()));
+        return std::isnan(value) && !allow_nan ? 2.0 : value;
+      }
+      default: return std::uniform_real_distribution<double>(-1e6, 1e6)(rng_);
+    }
+  }
+
+  uint16_t random_half(bool allow_nan) {
+    switch (rng_() % 8) {
+      case 0:  // near overflow, subnormals, zeros, infinities
+        return pick<uint16_t>({0x7BFF, 0xFBFF, 0x7BFE, 0x7800, 0x7A00, 0x0001, 0x8001, 0x03FF,
+                               0x0400, 0x7C00, 0xFC00, 0x0000, 0x8000, 0x3C00});
+      case 1:
+        if (allow_nan) return static_cast<uint16_t>(0x7C01 | (rng_() & 0x83FF));
+        return 0x3C00;
+      case 2:
+      case 3:  // similar magnitudes: sums hit rounding ties often
+        return float_to_half(uniform(-8.0f, 8.0f));
+      default: {
+        const auto bits = static_cast<uint16_t>(rng_());
+        return (bits & 0x7FFF) > 0x7C00 && !allow_nan ? uint16_t{0x4000} : bits;
+      }
+    }
+  }
+
+  uint16_t random_bfloat16(bool allow_nan) {
+    switch (rng_() % 8) {
+      case 0:  // near overflow, subnormals, zeros, infinities, tie makers (1 and 2^-8)
+        return pick<uint16_t>({0x7F7F, 0xFF7F, 0x7F7E, 0x0001, 0x8001, 0x0080, 0x7F80, 0xFF80,
+                               0x0000, 0x8000, 0x3F80, 0x3F81, 0x3B80});
+      case 1:
+        if (allow_nan) return static_cast<uint16_t>(0x7F81 | (rng_() & 0x807F));
+        return 0x3F80;
+      case 2:
+      case 3:
+        return float_to_bfloat16(uniform(-8.0f, 8.0f));
+      default: {
+        const auto bits = static_cast<uint16_t>(rng_());
+        return (bits & 0x7FFF) > 0x7F80 && !allow_nan ? uint16_t{0x4000} : bits;
+      }
+    }
+  }
+
+  template <typename T>
+  T random_integer() {
+    if (rng_() % 8 == 0) {
+      return pick<T>({std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), T{-1}, T{0},
+                      T{1}, T{2}});
+    }
+    if (rng_() % 2 == 0) return static_cast<T>(static_cast<int64_t>(rng_() % 2001) - 1000);
+    return static_cast<T>(rng_());
+  }
+
+  uint32_t nan_bits32() {
+    return 0x7F800000u | (static_cast<uint32_t>(rng_()) & 0x807FFFFFu) | 1u;
+  }
+
+  std::mt19937_64 rng_;
+};
+
+// Inputs for one op. Sums and products get NaN in at most one operand per element: with two
+// NaNs, which payload wins depends on operand order, which no C++ compiler promises to keep.
+// min/max select an operand without arithmetic, so NaN in both is well defined there.
+struct Inputs {
+  Bytes a;
+  Bytes b;
+};
+
+Inputs make_inputs(DType dtype, ReduceOp op, size_t count, uint64_t seed) {
+  Generator generator(seed);
+  Inputs in{generator.make(dtype, count, true), generator.make(dtype, count, true)};
+  if (op != ReduceOp::kMin && op != ReduceOp::kMax) {
+    const Bytes ones = Generator(seed + 1).make(dtype, count, false);
+    const size_t size = dtype_size(dtype);
+    for (size_t i = 0; i < count; ++i) {
+      if (is_nan_at(dtype, in.a, i) && is_nan_at(dtype, in.b, i)) {
+        std::memcpy(in.b.data() + i * size, ones.data() + i * size, size);
+      }
+    }
+  }
+  return in;
+}
+
+// Asserts equal bytes; on a mismatch names the first differing element and its inputs.
+void expect_same(DType dtype, const Bytes& a, const Bytes& b, const Bytes& expected,
+                 const Bytes& actual) {
+  ASSERT_EQ(expected.size(), actual.size());
+  if (expected == actual) return;
+  const size_t size = dtype_size(dtype);
+  for (size_t i = 0; i * size < expected.size(); ++i) {
+    if (std::memcmp(expected.data() + i * size, actual.data() + i * size, size) != 0) {
+      FAIL() << "first mismatch at element " << i << ": a=" << hex_at(dtype, a, i)
+             << " b=" << hex_at(dtype, b, i) << " expected " << hex_at(dtype, expected, i)
+             << " got " << hex_at(dtype, actual, i);
+    }
+  }
+}
+
+std::string describe(Isa isa, DType dtype, ReduceOp op, size_t count) {
+  return std::string(isa_name(isa)) + " " + dtype_name(dtype) + " " + op_name(op) +
+         " count=" + std::to_string(count);
+}
+
+// Runs combine_with on copies placed `shift` elements into their buffers (to test unaligned
+// access) and returns the result.
+Bytes combine_shifted(Isa isa, const Inputs& in, size_t count, DType dtype, ReduceOp op,
+                      size_t shift) {
+  const size_t size = dtype_size(dtype);
+  const size_t offset = shift * size;
+  Bytes a(offset + in.a.size()), b(offset + in.b.size()), out(offset + in.a.size(), 0xCD);
+  std::memcpy(a.data() + offset, in.a.data(), in.a.size());
+  std::memcpy(b.data() + offset, in.b.data(), in.b.size());
+  combine_with(isa, out.data() + offset, a.data() + offset, b.data() + offset, count, dtype, op);
+  return Bytes(out.begin() + static_cast<ptrdiff_t>(offset), out.end());
+}
+
+TEST(ReduceIsa, NamesAndDetection) {
+  EXPECT_STREQ(isa_name(Isa::kScalar), "scalar");
+  EXPECT_STREQ(isa_name(Isa::kAvx2), "avx2");
+  EXPECT_STREQ(isa_name(Isa::kAvx512), "avx512");
+  if (std::getenv("KOLO_REDUCE_ISA") == nullptr) {
+    EXPECT_EQ(best_isa(), cpu_isa());
+  }
+  std::printf("CPU reduce ISA: %s\n", isa_name(cpu_isa()));
+}
+
+TEST(ReduceKernels, EveryIsaMatchesScalarBitForBit) {
+  uint64_t seed = 1;
+  for (Isa isa : supported_isas()) {
+    if (isa == Isa::kScalar) continue;
+    for (DType dtype : kDTypes) {
+      for (ReduceOp op : kOps) {
+        for (size_t count : kCounts) {
+          for (size_t shift : {size_t{0}, size_t{1}}) {
+            SCOPED_TRACE(describe(isa, dtype, op, count) + " shift=" + std::to_string(shift));
+            const Inputs in = make_inputs(dtype, op, count, ++seed);
+            const Bytes expected = combine_shifted(Isa::kScalar, in, count, dtype, op, shift);
+            const Bytes actual = combine_shifted(isa, in, count, dtype, op, shift);
+            expect_same(dtype, in.a, in.b, expected, actual);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Every fp16 and bf16 bit pattern as an input, so the vector conversions (F16C, the bf16
+// integer rounding) are checked against float_to_half / float_to_bfloat16 on all of them.
+TEST(ReduceKernels, EveryHalfAndBFloat16PatternMatchesScalar) {
+  constexpr size_t kPatterns = 65536;
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    const uint16_t one = dtype == DType::kFloat16 ? 0x3C00 : 0x3F80;
+    for (ReduceOp op : kOps) {
+      Inputs in{Bytes(kPatterns * 2), Bytes(kPatterns * 2)};
+      for (size_t i = 0; i < kPatterns; ++i) {
+        write(in.a, i, static_cast<uint16_t>(i));
+        // An odd multiplier permutes the patterns, pairing each with an unrelated one.
+        write(in.b, i, static_cast<uint16_t>(i * 40503u + 12345u));
+        const bool sum_like = op != ReduceOp::kMin && op != ReduceOp::kMax;
+        if (sum_like && is_nan_at(dtype, in.a, i) && is_nan_at(dtype, in.b, i)) {
+          write(in.b, i, one);
+        }
+      }
+      const Bytes expected = combine_shifted(Isa::kScalar, in, kPatterns, dtype, op, 0);
+      for (Isa isa : supported_isas()) {
+        SCOPED_TRACE(describe(isa, dtype, op, kPatterns));
+        expect_same(dtype, in.a, in.b, expected, combine_shifted(isa, in, kPatterns, dtype, op, 0));
+      }
+    }
+    // x + (-0) == x for every x: a pure round trip through fp32 and back.
+    Inputs identity{Bytes(kPatterns * 2), Bytes(kPatterns * 2)};
+    for (size_t i = 0; i < kPatterns; ++i) {
+      write(identity.a, i, static_cast<uint16_t>(i));
+      write(identity.b, i, uint16_t{0x8000});
+    }
+    for (Isa isa : supported_isas()) {
+      const Bytes out = combine_shifted(isa, identity, kPatterns, dtype, ReduceOp::kSum, 0);
+      for (size_t i = 0; i < kPatterns; ++i) {
+        const uint16_t bits = static_cast<uint16_t>(i);
+        const uint16_t quiet = dtype == DType::kFloat16 ? 0x0200 : 0x0040;
+        const uint16_t want = is_nan_at(dtype, identity.a, i) ? bits | quiet : bits;
+        ASSERT_EQ(read<uint16_t>(out, i), want) << isa_name(isa) << " " << dtype_name(dtype);
+      }
+    }
+  }
+}
+
+TEST(ReduceKernels, AliasingDstWithAOrB) {
+  for (Isa isa : supported_isas()) {
+    for (DType dtype : kDTypes) {
+      for (ReduceOp op : kOps) {
+        for (size_t count : {size_t{33}, size_t{1000}, size_t{4099}}) {
+          SCOPED_TRACE(describe(isa, dtype, op, count));
+          const Inputs in = make_inputs(dtype, op, count, count * 31 + static_cast<int>(op));
+          const Bytes expected = combine_shifted(Isa::kScalar, in, count, dtype, op, 0);
+          Bytes into_a = in.a;
+          combine_with(isa, into_a.data(), into_a.data(), in.b.data(), count, dtype, op);
+          expect_same(dtype, in.a, in.b, expected, into_a);
+          Bytes into_b = in.b;
+          combine_with(isa, into_b.data(), in.a.data(), into_b.data(), count, dtype, op);
+          expect_same(dtype, in.a, in.b, expected, into_b);
+        }
+      }
+    }
+  }
+}
+
+TEST(ReduceKernels, PartialOverlapIsRejected) {
+  std::vector<float> buffer(64, 1.0f);
+  try {
+    combine(buffer.data() + 1, buffer.data(), buffer.data() + 32, 16, DType::kFloat32,
+            ReduceOp::kSum);
+    FAIL() << "expected kolo::Error";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+  }
+}
+
+TEST(ReduceKernels, CountZeroAcceptsNullPointers) {
+  for (Isa isa : supported_isas()) {
+    for (DType dtype : kDTypes) {
+      for (ReduceOp op : kOps) {
+        EXPECT_NO_THROW(combine_with(isa, nullptr, nullptr, nullptr, 0, dtype, op));
+      }
+    }
+  }
+  for (DType dtype : kDTypes) {
+    EXPECT_NO_THROW(combine(nullptr, nullptr, nullptr, 0, dtype, ReduceOp::kSum));
+    EXPECT_NO_THROW(finish_average(nullptr, 0, dtype, 4));
+  }
+}
+
+TEST(ReduceKernels, BadArgumentsThrowInvalidArgument) {
+  float x = 1.0f;
+  auto expect_invalid = [](auto&& call) {
+    try {
+      call();
+      ADD_FAILURE() << "expected kolo::Error";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument) << error.what();
+    }
+  };
+  expect_invalid([&] { combine(&x, &x, &x, 1, static_cast<DType>(42), ReduceOp::kSum); });
+  expect_invalid([&] { combine(&x, &x, &x, 1, DType::kFloat32, static_cast<ReduceOp>(42)); });
+  expect_invalid([&] { combine(nullptr, &x, &x, 1, DType::kFloat32, ReduceOp::kSum); });
+  expect_invalid([&] { finish_average(&x, 1, DType::kFloat32, 0); });
+  expect_invalid([&] { finish_average(&x, 1, DType::kFloat32, -2); });
+  expect_invalid([&] { set_active_isa(static_cast<Isa>(7)); });
+  if (cpu_isa() != Isa::kAvx512) {
+    expect_invalid([&] { set_active_isa(Isa::kAvx512); });
+    expect_invalid([&] { combine_with(Isa::kAvx512, &x, &x, &x, 1, DType::kFloat32,
+                                      ReduceOp::kSum); });
+  }
+}
+
+// Integer sums and products wrap; checked on counts that reach the vector bodies too.
+TEST(ReduceKernels, IntegerArithmeticWraps) {
+  constexpr size_t kCount = 130;
+  for (Isa isa : supported_isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    std::vector<int32_t> a32(kCount, std::numeric_limits<int32_t>::max()), b32(kCount, 1),
+        out32(kCount);
+    combine_with(isa, out32.data(), a32.data(), b32.data(), kCount, DType::kInt32, ReduceOp::kSum);
+    for (int32_t v : out32) ASSERT_EQ(v, std::numeric_limits<int32_t>::min());
+    std::fill(a32.begin(), a32.end(), 65536);
+    std::fill(b32.begin(), b32.end(), -65537);
+    combine_with(isa, out32.data(), a32.data(), b32.data(), kCount, DType::kInt32,
+                 ReduceOp::kProduct);
+    for (int32_t v : out32) ASSERT_EQ(v, -65536);  // -(2^32 + 2^16) mod 2^32
+
+    const int64_t big = (int64_t{1} << 32) + 3;
+    std::vector<int64_t> a64(kCount, big), b64(kCount, -big), out64(kCount);
+    combine_with(isa, out64.data(), a64.data(), b64.data(), kCount, DType::kInt64,
+                 ReduceOp::kProduct);
+    // -(2^64 + 6 * 2^32 + 9) mod 2^64 = -(6 * 2^32 + 9)
+    for (int64_t v : out64) ASSERT_EQ(v, -((int64_t{6} << 32) + 9));
+    std::fill(a64.begin(), a64.end(), std::numeric_limits<int64_t>::min());
+    std::fill(b64.begin(), b64.end(), -1);
+    combine_with(isa, out64.data(), a64.data(), b64.data(), kCount, DType::kInt64, ReduceOp::kSum);
+    for (int64_t v : out64) ASSERT_EQ(v, std::numeric_limits<int64_t>::max());
+    combine_with(isa, out64.data(), a64.data(), b64.data(), kCount, DType::kInt64, ReduceOp::kMin);
+    for (int64_t v : out64) ASSERT_EQ(v, std::numeric_limits<int64_t>::min());
+    combine_with(isa, out64.data(), a64.data(), b64.data(), kCount, DType::kInt64, ReduceOp::kMax);
+    for (int64_t v : out64) ASSERT_EQ(v, -1);
+
+    std::vector<uint8_t> a8(kCount, 200), b8(kCount, 100), out8(kCount);
+    combine_with(isa, out8.data(), a8.data(), b8.data(), kCount, DType::kUInt8, ReduceOp::kSum);
+    for (uint8_t v : out8) ASSERT_EQ(v, 44);
+    std::fill(a8.begin(), a8.end(), 16);
+    std::fill(b8.begin(), b8.end(), 17);
+    combine_with(isa, out8.data(), a8.data(), b8.data(), kCount, DType::kUInt8,
+                 ReduceOp::kProduct);
+    for (uint8_t v : out8) ASSERT_EQ(v, 16);  // 272 mod 256
+  }
+}
+
+// The documented NaN and signed-zero rules of min/max (`a < b ? a : b`, `a > b ? a : b`): the
+// result is b whenever either operand is NaN, and b for -0 vs +0. Checked on 40 elements so
+// the vector bodies and the scalar tail both run.
+TEST(ReduceKernels, MinMaxNanAndSignedZeroRules) {
+  constexpr size_t kCount = 40;
+  auto check = [&](DType dtype, const Bytes& a1, const Bytes& b1, ReduceOp op, const Bytes& want1) {
+    const size_t size = dtype_size(dtype);
+    Inputs in{Bytes(kCount * size), Bytes(kCount * size)};
+    Bytes want(kCount * size);
+    for (size_t i = 0; i < kCount; ++i) {
+      std::memcpy(in.a.data() + i * size, a1.data(), size);
+      std::memcpy(in.b.data() + i * size, b1.data(), size);
+      std::memcpy(want.data() + i * size, want1.data(), size);
+    }
+    for (Isa isa : supported_isas()) {
+      SCOPED_TRACE(describe(isa, dtype, op, kCount));
+      expect_same(dtype, in.a, in.b, want, combine_shifted(isa, in, kCount, dtype, op, 0));
+    }
+  };
+  const float nan = std::bit_cast<float>(0x7FC00123u);
+  const Bytes f_nan = pack({nan}), f_one = pack({1.0f});
+  check(DType::kFloat32, f_nan, f_one, ReduceOp::kMin, f_one);
+  check(DType::kFloat32, f_one, f_nan, ReduceOp::kMin, f_nan);
+  check(DType::kFloat32, f_nan, f_one, ReduceOp::kMax, f_one);
+  check(DType::kFloat32, f_one, f_nan, ReduceOp::kMax, f_nan);
+  check(DType::kFloat32, pack({-0.0f}), pack({0.0f}), ReduceOp::kMin, pack({0.0f}));
+  check(DType::kFloat32, pack({0.0f}), pack({-0.0f}), ReduceOp::kMax, pack({-0.0f}));
+  const Bytes d_nan = pack({std::bit_cast<double>(0x7FF8000000000456ull)}), d_one = pack({1.0});
+  check(DType::kFloat64, d_nan, d_one, ReduceOp::kMin, d_one);
+  check(DType::kFloat64, d_one, d_nan, ReduceOp::kMax, d_nan);
+  // fp16 / bf16 go through fp32, so a NaN result comes back quiet (0x7D00 -> 0x7F00).
+  check(DType::kFloat16, pack<uint16_t>({0x7E00}), pack<uint16_t>({0x3C00}), ReduceOp::kMin,
+        pack<uint16_t>({0x3C00}));
+  check(DType::kFloat16, pack<uint16_t>({0x3C00}), pack<uint16_t>({0x7D00}), ReduceOp::kMax,
+        pack<uint16_t>({0x7F00}));
+  check(DType::kBFloat16, pack<uint16_t>({0x7F81}), pack<uint16_t>({0x3F80}), ReduceOp::kMax,
+        pack<uint16_t>({0x3F80}));
+  check(DType::kBFloat16, pack<uint16_t>({0x3F80}), pack<uint16_t>({0xFF81}), ReduceOp::kMin,
+        pack<uint16_t>({0xFFC1}));
+}
+
+// bf16 sums that land exactly halfway between two bf16 values round to the even one.
+TEST(ReduceKernels, BFloat16SumTiesRoundToEven) {
+  constexpr size_t kCount = 40;
+  struct Case {
+    uint16_t a, b, want;
+  };
+  // 1 + 2^-8 is halfway between 1 (even) and 1 + 2^-7; 1+2^-7 + 2^-8 is halfway between
+  // 1 + 2^-7 (odd) and 1 + 2^-6 (even).
+  for (const Case& c : {Case{0x3F80, 0x3B80, 0x3F80}, Case{0x3F81, 0x3B80, 0x3F82},
+                        Case{0xBF81, 0xBB80, 0xBF82}}) {
+    Inputs in{Bytes(kCount * 2), Bytes(kCount * 2)};
+    for (size_t i = 0; i < kCount; ++i) {
+      write(in.a, i, c.a);
+      write(in.b, i, c.b);
+    }
+    for (Isa isa : supported_isas()) {
+      const Bytes out = combine_shifted(isa, in, kCount, DType::kBFloat16, ReduceOp::kSum, 0);
+      for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(read<uint16_t>(out, i), c.want) << isa_name(isa);
+    }
+  }
+}
+
+TEST(ReduceConversions, HalfClosedForms) {
+  EXPECT_EQ(float_to_half(1.0f), 0x3C00);
+  EXPECT_EQ(float_to_half(-2.0f), 0xC000);
+  EXPECT_EQ(float_to_half(0.0f), 0x0000);
+  EXPECT_EQ(float_to_half(-0.0f), 0x8000);
+  EXPECT_EQ(float_to_half(65504.0f), 0x7BFF);   // largest half
+  EXPECT_EQ(float_to_half(65519.0f), 0x7BFF);   // below the midpoint to 65536
+  EXPECT_EQ(float_to_half(65520.0f), 0x7C00);   // the midpoint: ties to even = infinity
+  EXPECT_EQ(float_to_half(-65520.0f), 0xFC00);
+  EXPECT_EQ(float_to_half(1e10f), 0x7C00);
+  EXPECT_EQ(float_to_half(std::numeric_limits<float>::infinity()), 0x7C00);
+  EXPECT_EQ(float_to_half(-std::numeric_limits<float>::infinity()), 0xFC00);
+  EXPECT_EQ(float_to_half(1.0f + 0x1p-11f), 0x3C00);        // tie, even is down
+  EXPECT_EQ(float_to_half(1.0f + 3 * 0x1p-11f), 0x3C02);    // tie, even is up
+  EXPECT_EQ(float_to_half(1.0f + 0x1p-11f + 0x1p-20f), 0x3C01);
+  EXPECT_EQ(float_to_half(0x1p-14f), 0x0400);               // smallest normal
+  EXPECT_EQ(float_to_half(0x1p-24f), 0x0001);               // smallest subnormal
+  EXPECT_EQ(float_to_half(-0x1p-24f), 0x8001);
+  EXPECT_EQ(float_to_half(1023 * 0x1p-24f), 0x03FF);        // largest subnormal
+  EXPECT_EQ(float_to_half(0x1p-25f), 0x0000);               // tie between 0 and 1 unit
+  EXPECT_EQ(float_to_half(0x1.000002p-25f), 0x0001);        // just above the tie
+  EXPECT_EQ(float_to_half(3 * 0x1p-25f), 0x0002);           // tie between 1 and 2 units
+  EXPECT_EQ(float_to_half(1023.5f * 0x1p-24f), 0x0400);     // tie rounds up into normals
+  EXPECT_EQ(float_to_half(1e-10f), 0x0000);
+  EXPECT_EQ(float_to_half(std::bit_cast<float>(0x7F800001u)), 0x7E00);  // sNaN made quiet
+  EXPECT_EQ(float_to_half(std::bit_cast<float>(0xFFC02000u)), 0xFE01);  // payload kept
+
+  EXPECT_EQ(half_to_float(0x3C00), 1.0f);
+  EXPECT_EQ(half_to_float(0xC000), -2.0f);
+  EXPECT_EQ(half_to_float(0x7BFF), 65504.0f);
+  EXPECT_EQ(half_to_float(0x0001), 0x1p-24f);
+  EXPECT_EQ(half_to_float(0x03FF), 1023 * 0x1p-24f);
+  EXPECT_EQ(half_to_float(0x0400), 0x1p-14f);
+  EXPECT_EQ(std::bit_cast<uint32_t>(half_to_float(0x8000)), 0x80000000u);
+  EXPECT_EQ(half_to_float(0x7C00), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(half_to_float(0xFC00), -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(std::bit_cast<uint32_t>(half_to_float(0x7C01)), 0x7FC02000u);  // quiet, payload kept
+}
+
+TEST(ReduceConversions, BFloat16ClosedForms) {
+  auto from_bits = [](uint32_t bits) { return float_to_bfloat16(std::bit_cast<float>(bits)); };
+  EXPECT_EQ(float_to_bfloat16(1.0f), 0x3F80);
+  EXPECT_EQ(float_to_bfloat16(-2.0f), 0xC000);
+  EXPECT_EQ(from_bits(0x3F808000u), 0x3F80);  // tie, even is down
+  EXPECT_EQ(from_bits(0x3F818000u), 0x3F82);  // tie, even is up
+  EXPECT_EQ(from_bits(0x3F808001u), 0x3F81);  // above the tie
+  EXPECT_EQ(from_bits(0x3F807FFFu), 0x3F80);  // below the tie
+  EXPECT_EQ(from_bits(0x7F7FFFFFu), 0x7F80);  // largest float rounds to infinity
+  EXPECT_EQ(from_bits(0xFF7FFFFFu), 0xFF80);
+  EXPECT_EQ(from_bits(0x7F7F7FFFu), 0x7F7F);  // still finite
+  EXPECT_EQ(from_bits(0x7F800000u), 0x7F80);
+  EXPECT_EQ(from_bits(0x7F800001u), 0x7FC0);  // sNaN whose payload is all dropped: quiet NaN
+  EXPECT_EQ(from_bits(0xFFFFFFFFu), 0xFFFF);  // must not carry out of the NaN
+  EXPECT_EQ(from_bits(0x00008000u), 0x0000);  // subnormal tie
+  EXPECT_EQ(from_bits(0x00018000u), 0x0002);
+  EXPECT_EQ(bfloat16_to_float(0x3F80), 1.0f);
+  EXPECT_EQ(std::bit_cast<uint32_t>(bfloat16_to_float(0xFF81)), 0xFF810000u);
+}
+
+TEST(ReduceConversions, EveryNonNanPatternRoundTrips) {
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const auto bits = static_cast<uint16_t>(i);
+    if ((bits & 0x7FFF) <= 0x7C00) {
+      ASSERT_EQ(float_to_half(half_to_float(bits)), bits) << std::hex << i;
+    } else {
+      ASSERT_EQ(float_to_half(half_to_float(bits)), bits | 0x0200) << std::hex << i;
+    }
+    if ((bits & 0x7FFF) <= 0x7F80) {
+      ASSERT_EQ(float_to_bfloat16(bfloat16_to_float(bits)), bits) << std::hex << i;
+    } else {
+      ASSERT_EQ(float_to_bfloat16(bfloat16_to_float(bits)), bits | 0x0040) << std::hex << i;
+    }
+  }
+}
+
+TEST(ReduceFinishAverage, IntegersTruncate) {
+  Bytes i32 = pack<int32_t>({7, -7, 10, std::numeric_limits<int32_t>::min(),
+                             std::numeric_limits<int32_t>::max(), 1});
+  finish_average(i32.data(), 6, DType::kInt32, 2);
+  EXPECT_EQ(i32, pack<int32_t>({3, -3, 5, -1073741824, 1073741823, 0}));
+  Bytes i64 = pack<int64_t>({-9, 9, std::numeric_limits<int64_t>::min()});
+  finish_average(i64.data(), 3, DType::kInt64, 4);
+  EXPECT_EQ(i64, pack<int64_t>({-2, 2, -(int64_t{1} << 61)}));
+  Bytes u8 = pack<uint8_t>({255, 7, 0, 1});
+  finish_average(u8.data(), 4, DType::kUInt8, 2);
+  EXPECT_EQ(u8, pack<uint8_t>({127, 3, 0, 0}));
+  Bytes u8_big = pack<uint8_t>({255});
+  finish_average(u8_big.data(), 1, DType::kUInt8, 1000);
+  EXPECT_EQ(u8_big, pack<uint8_t>({0}));
+}
+
+TEST(ReduceFinishAverage, FloatsDivideAndRound) {
+  Bytes f32 = pack<float>({1.0f, 3.0f, -7.0f, 1.0f});
+  finish_average(f32.data(), 3, DType::kFloat32, 2);  // the last element is left alone
+  EXPECT_EQ(f32, pack<float>({0.5f, 1.5f, -3.5f, 1.0f}));
+  Bytes f32_third = pack<float>({1.0f});
+  finish_average(f32_third.data(), 1, DType::kFloat32, 3);
+  EXPECT_EQ(read<float>(f32_third, 0), 1.0f / 3.0f);
+  Bytes f64 = pack<double>({1.0, -5.0});
+  finish_average(f64.data(), 2, DType::kFloat64, 3);
+  EXPECT_EQ(f64, pack<double>({1.0 / 3.0, -5.0 / 3.0}));
+  Bytes f16 = pack<uint16_t>({0x3C00, 0x7BFF, 0x0001, 0xC000});
+  finish_average(f16.data(), 4, DType::kFloat16, 3);
+  // 1/3 -> 0x3555; 65504/3 = 21834.67 -> 21840 (ulp 16 there); 2^-24/3 -> 0; -2/3 -> 0xB955.
+  EXPECT_EQ(f16, pack<uint16_t>({0x3555, 0x7555, 0x0000, 0xB955}));
+  Bytes bf16 = pack<uint16_t>({0x3F80, 0x4040});
+  finish_average(bf16.data(), 2, DType::kBFloat16, 3);
+  EXPECT_EQ(bf16, pack<uint16_t>({0x3EAB, 0x3F80}));  // 1/3 rounds up; 3/3 exact
+}
+
+// Sets (or unsets) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value != nullptr) {
+      ::setenv(name, value, 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(ReduceIsa, EnvironmentVariableMayOnlyLower) {
+  {
+    ScopedEnv env("KOLO_REDUCE_ISA", nullptr);
+    EXPECT_EQ(best_isa(), cpu_isa());
+  }
+  {
+    ScopedEnv env("KOLO_REDUCE_ISA", "scalar");
+    EXPECT_EQ(best_isa(), Isa::kScalar);
+  }
+  if (cpu_isa() != Isa::kScalar) {
+    ScopedEnv env("KOLO_REDUCE_ISA", "AVX2");
+    EXPECT_EQ(best_isa(), Isa::kAvx2);
+  }
+  {
+    ScopedEnv env("KOLO_REDUCE_ISA", "sse9");
+    try {
+      best_isa();
+      FAIL() << "expected kolo::Error";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+      const std::string message = error.what();
+      EXPECT_NE(message.find("KOLO_REDUCE_ISA"), std::string::npos) << message;
+      EXPECT_NE(message.find("sse9"), std::string::npos) << message;
+      EXPECT_NE(message.find("scalar, avx2, avx512"), std::string::npos) << message;
+    }
+  }
+  if (cpu_isa() != Isa::kAvx512) {
+    ScopedEnv env("KOLO_REDUCE_ISA", "avx512");
+    try {
+      best_isa();
+      FAIL() << "expected kolo::Error";
+    } catch (const Error& error) {
+      EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(error.what()).find("KOLO_REDUCE_ISA"), std::string::npos);
+    }
+  }
+}
+
+TEST(ReduceIsa, SetActiveIsaSelectsTheKernel) {
+  const Isa original = active_isa();
+  for (Isa isa : supported_isas()) {
+    set_active_isa(isa);
+    EXPECT_EQ(active_isa(), isa);
+    const Inputs in = make_inputs(DType::kFloat16, ReduceOp::kSum, 100, 99);
+    Bytes out(in.a.size());
+    combine(out.data(), in.a.data(), in.b.data(), 100, DType::kFloat16, ReduceOp::kSum);
+    expect_same(DType::kFloat16, in.a, in.b,
+                combine_shifted(Isa::kScalar, in, 100, DType::kFloat16, ReduceOp::kSum, 0), out);
+  }
+  set_active_isa(original);
+}
+
+}  // namespace
+}  // namespace kolo::reduce
