@@ -65,20 +65,27 @@ struct BFloat16 {
     __m256 odd;
   };
   static constexpr size_t kWidth = 16;
+  static constexpr int kUpperHalf = -65536;  // 0xFFFF0000 as the int the intrinsics take
 
   static Vec load(const Elem* p) {
     const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return {_mm256_castsi256_ps(_mm256_slli_epi32(bits, 16)),
-            _mm256_castsi256_ps(_mm256_and_si256(bits, _mm256_set1_epi32(-65536)))};
+            _mm256_castsi256_ps(_mm256_and_si256(bits, _mm256_set1_epi32(kUpperHalf)))};
   }
   static void store(Elem* p, Vec v) {
     const __m256i even = _mm256_srli_epi32(round_to_upper_half(v.even), 16);
     const __m256i odd = round_to_upper_half(v.odd);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_blend_epi16(even, odd, 0xAA));
   }
-  static Vec sum(Vec a, Vec b) { return {Float32::sum(a.even, b.even), Float32::sum(a.odd, b.odd)}; }
-  static Vec min(Vec a, Vec b) { return {Float32::min(a.even, b.even), Float32::min(a.odd, b.odd)}; }
-  static Vec max(Vec a, Vec b) { return {Float32::max(a.even, b.even), Float32::max(a.odd, b.odd)}; }
+  static Vec sum(Vec a, Vec b) {
+    return {Float32::sum(a.even, b.even), Float32::sum(a.odd, b.odd)};
+  }
+  static Vec min(Vec a, Vec b) {
+    return {Float32::min(a.even, b.even), Float32::min(a.odd, b.odd)};
+  }
+  static Vec max(Vec a, Vec b) {
+    return {Float32::max(a.even, b.even), Float32::max(a.odd, b.odd)};
+  }
   static Vec product(Vec a, Vec b) {
     return {Float32::product(a.even, b.even), Float32::product(a.odd, b.odd)};
   }
@@ -126,7 +133,8 @@ struct Int64 : IntegerMoves {
     // lo(a)*lo(b) + ((lo(a)*hi(b) + hi(a)*lo(b)) << 32); hi*hi only reaches bits above 64.
     const __m256i a_high = _mm256_srli_epi64(a, 32);
     const __m256i b_high = _mm256_srli_epi64(b, 32);
-    const __m256i cross = _mm256_add_epi64(_mm256_mul_epu32(a, b_high), _mm256_mul_epu32(a_high, b));
+    const __m256i cross =
+        _mm256_add_epi64(_mm256_mul_epu32(a, b_high), _mm256_mul_epu32(a_high, b));
     return _mm256_add_epi64(_mm256_mul_epu32(a, b), _mm256_slli_epi64(cross, 32));
   }
 };

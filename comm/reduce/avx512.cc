@@ -7,10 +7,14 @@
 // GCC 12's AVX-512 intrinsics build their "undefined" pass-through operands from
 // self-initialised variables, which -Wmaybe-uninitialized flags once they are inlined (a
 // known false positive of that release). The operands are meant to be undefined.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 #include "comm/reduce/kernels.h"
 
@@ -70,11 +74,12 @@ struct BFloat16 {
     __m512 odd;
   };
   static constexpr size_t kWidth = 32;
+  static constexpr int kUpperHalf = -65536;  // 0xFFFF0000 as the int the intrinsics take
 
   static Vec load(const Elem* p) {
     const __m512i bits = _mm512_loadu_si512(p);
     return {_mm512_castsi512_ps(_mm512_slli_epi32(bits, 16)),
-            _mm512_castsi512_ps(_mm512_and_si512(bits, _mm512_set1_epi32(-65536)))};
+            _mm512_castsi512_ps(_mm512_and_si512(bits, _mm512_set1_epi32(kUpperHalf)))};
   }
   static void store(Elem* p, Vec v) {
     constexpr __mmask32 kOddWords = 0xAAAAAAAAu;
@@ -82,9 +87,15 @@ struct BFloat16 {
     const __m512i odd = round_to_upper_half(v.odd);
     _mm512_storeu_si512(p, _mm512_mask_blend_epi16(kOddWords, even, odd));
   }
-  static Vec sum(Vec a, Vec b) { return {Float32::sum(a.even, b.even), Float32::sum(a.odd, b.odd)}; }
-  static Vec min(Vec a, Vec b) { return {Float32::min(a.even, b.even), Float32::min(a.odd, b.odd)}; }
-  static Vec max(Vec a, Vec b) { return {Float32::max(a.even, b.even), Float32::max(a.odd, b.odd)}; }
+  static Vec sum(Vec a, Vec b) {
+    return {Float32::sum(a.even, b.even), Float32::sum(a.odd, b.odd)};
+  }
+  static Vec min(Vec a, Vec b) {
+    return {Float32::min(a.even, b.even), Float32::min(a.odd, b.odd)};
+  }
+  static Vec max(Vec a, Vec b) {
+    return {Float32::max(a.even, b.even), Float32::max(a.odd, b.odd)};
+  }
   static Vec product(Vec a, Vec b) {
     return {Float32::product(a.even, b.even), Float32::product(a.odd, b.odd)};
   }

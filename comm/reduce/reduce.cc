@@ -3,6 +3,10 @@
 // kernels.h.
 #include "comm/reduce/reduce.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -25,13 +29,22 @@ constexpr int kUnresolved = -1;
 
 std::atomic<int> g_active_isa{kUnresolved};
 
+#if defined(__x86_64__) || defined(__i386__)
+// F16C straight from CPUID: not every compiler's __builtin_cpu_supports knows the name. The
+// OS support it needs (saved YMM registers) is the same as AVX2's, checked below.
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
 // What the CPU and OS support, ignoring KOLO_REDUCE_ISA. __builtin_cpu_supports also checks
 // that the OS saves the wider registers (XCR0), not just the CPUID bits.
 Isa detect_hardware_isa() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();  // needed if we run before libgcc's own constructor
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+  const bool avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512dq");

@@ -27,9 +27,9 @@ constexpr uint32_t kHalfRoundsToZero = 0x33000000u;
 // fp32 exponent bias 127 minus fp16 bias 15, in the exponent field.
 constexpr uint32_t kRebias = 112u << 23;
 
-}  // namespace
-
-uint16_t float_to_half(float value) {
+// The conversions are defined here, inline, so the scalar loops below inline them (the
+// public functions are thin wrappers).
+inline uint16_t encode_half(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
   const uint32_t sign = (bits >> 16) & 0x8000u;
   const uint32_t magnitude = bits & kFloatAbsMask;
@@ -59,7 +59,7 @@ uint16_t float_to_half(float value) {
   return static_cast<uint16_t>(sign | half);
 }
 
-float half_to_float(uint16_t bits) {
+inline float decode_half(uint16_t bits) {
   const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
   const uint32_t exponent = (bits >> 10) & 0x1Fu;
   const uint32_t mantissa = bits & 0x3FFu;
@@ -77,7 +77,7 @@ float half_to_float(uint16_t bits) {
   return std::bit_cast<float>(sign | ((exponent << 23) + kRebias) | (mantissa << 13));
 }
 
-uint16_t float_to_bfloat16(float value) {
+inline uint16_t encode_bfloat16(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
   if ((bits & kFloatAbsMask) > kFloatInfinity) {
     // NaN: truncate and set the quiet bit; rounding could carry a NaN into infinity.
@@ -88,9 +88,16 @@ uint16_t float_to_bfloat16(float value) {
   return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
 }
 
-float bfloat16_to_float(uint16_t bits) {
+inline float decode_bfloat16(uint16_t bits) {
   return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
 }
+
+}  // namespace
+
+uint16_t float_to_half(float value) { return encode_half(value); }
+float half_to_float(uint16_t bits) { return decode_half(bits); }
+uint16_t float_to_bfloat16(float value) { return encode_bfloat16(value); }
+float bfloat16_to_float(uint16_t bits) { return decode_bfloat16(bits); }
 
 namespace scalar {
 namespace {
@@ -108,15 +115,15 @@ struct Plain {
 struct Half {
   using Stored = uint16_t;
   using Value = float;
-  static float load(uint16_t x) { return half_to_float(x); }
-  static uint16_t store(float x) { return float_to_half(x); }
+  static float load(uint16_t x) { return decode_half(x); }
+  static uint16_t store(float x) { return encode_half(x); }
 };
 
 struct BFloat16 {
   using Stored = uint16_t;
   using Value = float;
-  static float load(uint16_t x) { return bfloat16_to_float(x); }
-  static uint16_t store(float x) { return float_to_bfloat16(x); }
+  static float load(uint16_t x) { return decode_bfloat16(x); }
+  static uint16_t store(float x) { return encode_bfloat16(x); }
 };
 
 // Integer sums and products wrap (two's complement), computed unsigned because signed
@@ -168,7 +175,9 @@ void apply(void* dst, const void* a, const void* b, size_t count) {
   const auto* x = static_cast<const Stored*>(a);
   const auto* y = static_cast<const Stored*>(b);
   const Op op;
-  for (size_t i = 0; i < count; ++i) out[i] = Codec::store(op(Codec::load(x[i]), Codec::load(y[i])));
+  for (size_t i = 0; i < count; ++i) {
+    out[i] = Codec::store(op(Codec::load(x[i]), Codec::load(y[i])));
+  }
 }
 
 template <typename Codec>

@@ -2,6 +2,7 @@
 #include "comm/transport/context.h"
 
 #include "comm/base/log.h"
+#include "comm/bootstrap/store.h"
 #include "comm/transport/shm/context.h"
 #include "comm/transport/tcp/context.h"
 #include "kolo_config.h"
@@ -14,6 +15,7 @@ namespace kolo::transport {
 Context::Context(const ContextOptions& options)
     : rank_(options.rank),
       size_(options.size),
+      store_(options.store),
       global_ranks_(options.global_ranks),
       timeout_(options.timeout) {
   if (global_ranks_.empty())
@@ -53,6 +55,11 @@ void Context::fail(const std::string& why) {
   if (failed()) return;
   failure_ = why;
   KOLO_LOG(kDebug, transport_name(kind()), " context failed: ", why);
+  try {
+    if (store_) store_->set("abort/" + std::to_string(rank_), why);
+  } catch (const Error&) {
+    // The store may be gone with the rank that hosted it; the abort below still goes out.
+  }
   do_abort();
 }
 
@@ -64,8 +71,18 @@ void Context::throw_timeout(int peer) const {
 }
 
 void Context::throw_peer_lost(int peer, const std::string& how) const {
+  std::string reported;
+  try {
+    if (store_) {
+      reported = store_->get("abort/" + std::to_string(peer), std::chrono::milliseconds(200));
+      // Keep the root cause: the part after the peer's own "kolo ... error: " prefix.
+      reported = "; it had failed with: " + reported.substr(reported.find(": ") + 2);
+    }
+  } catch (const Error&) {
+    // No reason left behind: the peer died without a word.
+  }
   KOLO_THROW(ErrorCode::kPeerLost, operation_, " on rank ", rank_, ": lost ",
-             describe_peer(peer), ": ", how);
+             describe_peer(peer), ": ", how, reported);
 }
 
 std::unique_ptr<Context> create_context(TransportKind kind, const ContextOptions& options) {

@@ -82,6 +82,8 @@ class Context {
   // "rank 3" or "rank 3 (world rank 7)".
   std::string describe_peer(int peer) const;
   // Marks the context failed and tells the peers; called on any error inside a collective.
+  // The reason is also left in the store, so that a rank which only sees this rank abort can
+  // report the root cause (the rank that really died) instead of just its neighbour.
   void fail(const std::string& why);
   bool failed() const { return !failure_.empty(); }
 
@@ -97,6 +99,7 @@ class Context {
 
   int rank_;
   int size_;
+  std::shared_ptr<bootstrap::Store> store_;  // for abort reasons: "abort/<rank>"
   std::vector<int> global_ranks_;
   std::chrono::milliseconds timeout_;
   std::string operation_ = "setup";

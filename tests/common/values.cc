@@ -37,6 +37,12 @@ double expected_value(DType dtype, ReduceOp op, int size, size_t i) {
   return std::trunc(acc / size);  // C++ integer division truncates toward zero
 }
 
+std::vector<double> expected_table(DType dtype, ReduceOp op, int size) {
+  std::vector<double> table(kValuePeriod);
+  for (size_t i = 0; i < kValuePeriod; ++i) table[i] = expected_value(dtype, op, size, i);
+  return table;
+}
+
 double unit_roundoff(DType dtype) {
   switch (dtype) {
     case DType::kFloat32: return std::ldexp(1.0, -24);
@@ -58,9 +64,9 @@ double random_value(DType dtype, uint64_t seed, int rank, size_t i) {
   x *= 0xff51afd7ed558ccdull;
   x ^= x >> 33;
   double u = static_cast<double>(x >> 11) * std::ldexp(1.0, -53) * 2.0 - 1.0;
-  std::vector<char> one = make_buffer(dtype, 1);
-  store(dtype, one.data(), 0, u);  // round to what the dtype can hold
-  return load(dtype, one.data(), 0);
+  uint64_t one = 0;
+  store(dtype, &one, 0, u);  // round to what the dtype can hold
+  return load(dtype, &one, 0);
 }
 
 double load(DType dtype, const void* data, size_t i) {

@@ -12,10 +12,16 @@
 
 namespace kolo::testing {
 
+// input_value and expected_value depend on i only through i % kValuePeriod.
+inline constexpr size_t kValuePeriod = 60;
+
 // Input of rank r at element i for `op` (products use only 1s and 2s to stay small).
 double input_value(DType dtype, ReduceOp op, int rank, size_t i);
 // The closed-form reduction over `size` ranks, as the dtype stores it (integers truncate).
 double expected_value(DType dtype, ReduceOp op, int size, size_t i);
+// expected_value for i = 0 .. kValuePeriod-1: index it with i % kValuePeriod.
+std::vector<double> expected_table(DType dtype, ReduceOp op, int size);
+
 // Allowed |got - expected|: 0 except for average of floating types (one ulp of the result).
 double tolerance(DType dtype, ReduceOp op, double expected);
 

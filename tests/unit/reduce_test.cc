@@ -3,6 +3,7 @@
 // closed-form checks of the fp16 / bf16 conversions, finish_average and KOLO_REDUCE_ISA.
 #include "comm/reduce/reduce.h"
 
+#include <cpuid.h>
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -36,8 +37,9 @@ using Bytes = std::vector<uint8_t>;
 // these tests skip the vector kernels.
 Isa cpu_isa() {
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
     return Isa::kAvx512;
@@ -505,7 +507,9 @@ TEST(ReduceKernels, BFloat16SumTiesRoundToEven) {
     }
     for (Isa isa : supported_isas()) {
       const Bytes out = combine_shifted(isa, in, kCount, DType::kBFloat16, ReduceOp::kSum, 0);
-      for (size_t i = 0; i < kCount; ++i) ASSERT_EQ(read<uint16_t>(out, i), c.want) << isa_name(isa);
+      for (size_t i = 0; i < kCount; ++i) {
+        ASSERT_EQ(read<uint16_t>(out, i), c.want) << isa_name(isa);
+      }
     }
   }
 }

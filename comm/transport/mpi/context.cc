@@ -32,22 +32,24 @@ constexpr int kNoticeBytes = 256;
 // How long a context being destroyed lets its abort notices leave.
 constexpr auto kNoticeLinger = std::chrono::milliseconds(100);
 
-// Backoff while nothing completes: ranks may outnumber cores, so never spin for long.
+// Backoff while nothing completes: a few tight tests, then yields for a short window (pieces
+// of a moving transfer complete well within it), then sleeps doubling up to 1 ms. Ranks may
+// outnumber cores, so a waiter never spins for long.
 constexpr int kTightTests = 16;
-constexpr int kYields = 16;
+constexpr auto kYieldWindow = std::chrono::microseconds(200);
 constexpr std::chrono::nanoseconds kFirstSleep = std::chrono::microseconds(10);
 constexpr std::chrono::nanoseconds kMaxSleep = std::chrono::milliseconds(1);
 
 class Backoff {
  public:
-  void reset() {
-    idle_ = 0;
+  void progressed(Clock::time_point now) {
+    idle_tests_ = 0;
+    since_ = now;
     sleep_ = kFirstSleep;
   }
   void pause() {
-    ++idle_;
-    if (idle_ <= kTightTests) return;
-    if (idle_ <= kTightTests + kYields) {
+    if (++idle_tests_ <= kTightTests) return;
+    if (Clock::now() - since_ < kYieldWindow) {
       sched_yield();
       return;
     }
@@ -57,7 +59,8 @@ class Backoff {
   }
 
  private:
-  int idle_ = 0;
+  int idle_tests_ = 0;
+  Clock::time_point since_ = Clock::now();
   std::chrono::nanoseconds sleep_ = kFirstSleep;
 };
 
@@ -234,14 +237,14 @@ void MpiContext::do_post(Transfer* t) {
 }
 
 void MpiContext::do_wait(Transfer* t) {
-  if (!pairs_[static_cast<size_t>(t->peer)].in_flight(t))
+  if (!pairs_[static_cast<size_t>(t->peer)].queued(t))
     KOLO_THROW(ErrorCode::kInternal, "mpi transport: wait on a transfer that was never posted");
   Backoff backoff;
   auto last_progress = Clock::now();
   while (true) {
     if (progress()) {
-      backoff.reset();
       last_progress = Clock::now();
+      backoff.progressed(last_progress);
     }
     if (t->complete()) return;
     if (Clock::now() - last_progress >= timeout_) throw_timeout(t->peer);

@@ -1,5 +1,6 @@
-// Pair: posting a transfer as MPI_Isend / MPI_Irecv messages, testing them, and abandoning
-// them when the context fails. The caller holds mpi_world::call_lock() around every method.
+// Pair: cutting transfers into MPI_Isend / MPI_Irecv pieces within the window, testing them,
+// and abandoning them when the context fails. The caller holds mpi_world::call_lock() around
+// every method.
 #include "comm/transport/mpi/pair.h"
 
 #include <sched.h>
@@ -16,74 +17,90 @@ constexpr auto kCancelGrace = std::chrono::milliseconds(20);
 }  // namespace
 
 int Pair::post(Transfer* t) {
-  bool is_send = t->kind == Transfer::Kind::kSend;
-  auto& queue = is_send ? sends_ : recvs_;
-  queue.push_back(Op{t, {}});
-  auto& requests = queue.back().requests;
-  // MPI matches messages between two ranks on one tag in order, so the pieces of a transfer and
-  // successive transfers line up with the peer's posts one to one.
-  for (size_t offset = 0; offset < t->bytes; offset += kMaxMessageBytes) {
-    int count = static_cast<int>(std::min(kMaxMessageBytes, t->bytes - offset));
-    MPI_Request request = MPI_REQUEST_NULL;
-    int rc = is_send
-                 ? MPI_Isend(t->data + offset, count, MPI_BYTE, peer_, kDataTag, comm_, &request)
-                 : MPI_Irecv(t->data + offset, count, MPI_BYTE, peer_, kDataTag, comm_, &request);
-    if (rc != MPI_SUCCESS) return rc;  // the pieces already started stay for abandon()
-    requests.push_back(request);
-  }
-  return MPI_SUCCESS;
+  auto& lane = t->kind == Transfer::Kind::kSend ? sends_ : recvs_;
+  lane.entries.push_back(Entry{t, 0, 0});
+  return start_pieces(lane);
 }
 
 int Pair::test(bool& moved) {
-  int rc = test_queue(sends_, moved);
-  int rc_recv = test_queue(recvs_, moved);
+  int rc = test_lane(sends_, moved);
+  int rc_recv = test_lane(recvs_, moved);
   return rc != MPI_SUCCESS ? rc : rc_recv;
 }
 
-int Pair::test_queue(std::deque<Op>& queue, bool& moved) {
-  for (auto& op : queue) {
-    for (auto& request : op.requests) {
-      if (request == MPI_REQUEST_NULL) continue;
-      int flag = 0;
-      int rc = MPI_Test(&request, &flag, MPI_STATUS_IGNORE);
+// Pieces start strictly in posting order; MPI matches messages between two ranks on one tag in
+// order, so they line up one to one with the peer's pieces.
+int Pair::start_pieces(Lane& lane) {
+  for (size_t i = 0; i < lane.entries.size() && lane.pieces.size() < kWindow; ++i) {
+    Entry& e = lane.entries[i];
+    while (e.started < e.t->bytes && lane.pieces.size() < kWindow) {
+      int count = static_cast<int>(std::min(kPieceBytes, e.t->bytes - e.started));
+      char* data = e.t->data + e.started;
+      MPI_Request request = MPI_REQUEST_NULL;
+      int rc = lane.send ? MPI_Isend(data, count, MPI_BYTE, peer_, kDataTag, comm_, &request)
+                         : MPI_Irecv(data, count, MPI_BYTE, peer_, kDataTag, comm_, &request);
       if (rc != MPI_SUCCESS) return rc;
-      if (flag) moved = true;
+      e.started += static_cast<size_t>(count);
+      ++e.pending;
+      lane.pieces.push_back(Piece{request, lane.base + i});
     }
-  }
-  // A later transfer may finish first (a small eager send overtakes a large rendezvous one);
-  // it is reported complete only once everything posted before it is.
-  while (!queue.empty()) {
-    const auto& requests = queue.front().requests;
-    bool all_done = std::all_of(requests.begin(), requests.end(),
-                                [](MPI_Request r) { return r == MPI_REQUEST_NULL; });
-    if (!all_done) break;
-    queue.front().t->done = queue.front().t->bytes;
-    queue.pop_front();
   }
   return MPI_SUCCESS;
 }
 
-bool Pair::in_flight(const Transfer* t) const {
-  const auto& queue = t->kind == Transfer::Kind::kSend ? sends_ : recvs_;
-  return std::any_of(queue.begin(), queue.end(), [t](const Op& op) { return op.t == t; });
+int Pair::test_lane(Lane& lane, bool& moved) {
+  for (size_t k = 0; k < lane.pieces.size();) {
+    int flag = 0;
+    int rc = MPI_Test(&lane.pieces[k].request, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return rc;
+    if (!flag) {
+      ++k;
+      continue;
+    }
+    moved = true;
+    --lane.entries[lane.pieces[k].seq - lane.base].pending;
+    lane.pieces[k] = lane.pieces.back();  // the order of pieces in flight does not matter
+    lane.pieces.pop_back();
+  }
+  // A later transfer may finish first (a small eager send overtakes a large one); it is
+  // reported complete only once everything posted before it is.
+  while (!lane.entries.empty()) {
+    const Entry& e = lane.entries.front();
+    if (e.started < e.t->bytes || e.pending > 0) break;
+    e.t->done = e.t->bytes;
+    lane.entries.pop_front();
+    ++lane.base;
+  }
+  return start_pieces(lane);
+}
+
+bool Pair::queued(const Transfer* t) const {
+  const auto& lane = t->kind == Transfer::Kind::kSend ? sends_ : recvs_;
+  return std::any_of(lane.entries.begin(), lane.entries.end(),
+                     [t](const Entry& e) { return e.t == t; });
 }
 
 void Pair::abandon() noexcept {
-  // Sends cannot be cancelled reliably; freeing the request lets MPI finish or drop them.
-  for (auto& op : sends_)
-    for (auto& request : op.requests)
-      if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
-  sends_.clear();
+  abandon_lane(sends_);
+  abandon_lane(recvs_);
+}
+
+void Pair::abandon_lane(Lane& lane) noexcept {
+  std::vector<MPI_Request> pending;
+  for (auto& piece : lane.pieces) {
+    // Sends cannot be cancelled reliably; freeing the request lets MPI finish or drop them.
+    if (lane.send) {
+      MPI_Request_free(&piece.request);
+      continue;
+    }
+    MPI_Cancel(&piece.request);
+    pending.push_back(piece.request);
+  }
+  lane.pieces.clear();
+  lane.base += lane.entries.size();
+  lane.entries.clear();
   // A cancelled receive completes at once unless it already matched a message; give those a
   // moment, then release them rather than block on a peer that may be gone.
-  std::vector<MPI_Request> pending;
-  for (auto& op : recvs_)
-    for (auto request : op.requests)
-      if (request != MPI_REQUEST_NULL) {
-        MPI_Cancel(&request);
-        pending.push_back(request);
-      }
-  recvs_.clear();
   auto deadline = std::chrono::steady_clock::now() + kCancelGrace;
   while (!pending.empty() && std::chrono::steady_clock::now() < deadline) {
     int flag = 0;

@@ -1,0 +1,99 @@
+// ForkedJob: fork, run, report through a pipe, reap.
+#include "tests/fault/job.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "comm/base/error.h"
+
+namespace kolo::testing {
+
+ForkedJob::ForkedJob(int size, TransportKind transport, double timeout_seconds)
+    : size_(size),
+      transport_(transport),
+      timeout_seconds_(timeout_seconds),
+      server_(std::make_unique<bootstrap::TcpStoreServer>("127.0.0.1", 0)) {}
+
+ForkedJob::~ForkedJob() {
+  for (pid_t pid : pids_) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  for (int fd : pipes_) ::close(fd);
+}
+
+double ForkedJob::elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void ForkedJob::start(const std::function<void(Communicator&, int rank)>& body) {
+  start_ = std::chrono::steady_clock::now();
+  for (int rank = 0; rank < size_; ++rank) {
+    int fds[2];
+    KOLO_ASSERT(::pipe(fds) == 0);
+    pid_t pid = ::fork();
+    KOLO_ASSERT(pid >= 0);
+    if (pid == 0) {
+      ::close(fds[0]);
+      std::string report = "ok";
+      try {
+        auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds_ * 1000));
+        auto store = std::make_shared<bootstrap::TcpStore>("127.0.0.1", server_->port(), rank,
+                                                           timeout);
+        CommunicatorOptions options;
+        options.transport = transport_;
+        options.timeout = timeout;
+        auto comm = Communicator::create(store, rank, size_, options);
+        body(*comm, rank);
+      } catch (const std::exception& e) {
+        report = std::string("error ") + e.what();
+      }
+      ssize_t ignored = ::write(fds[1], report.data(), report.size());
+      (void)ignored;
+      ::_exit(0);
+    }
+    ::close(fds[1]);
+    pids_.push_back(pid);
+    pipes_.push_back(fds[0]);
+  }
+}
+
+void ForkedJob::kill(int rank, int signal) { ::kill(pids_[static_cast<size_t>(rank)], signal); }
+
+std::vector<Outcome> ForkedJob::collect(double limit_seconds) {
+  std::vector<Outcome> outcomes(static_cast<size_t>(size_));
+  std::vector<std::string> text(static_cast<size_t>(size_));
+  std::vector<bool> open(static_cast<size_t>(size_), true);
+  int remaining = size_;
+  while (remaining > 0 && elapsed() < limit_seconds) {
+    std::vector<pollfd> fds;
+    for (int r = 0; r < size_; ++r)
+      if (open[static_cast<size_t>(r)]) fds.push_back({pipes_[static_cast<size_t>(r)], POLLIN, 0});
+    ::poll(fds.data(), fds.size(), 50);
+    for (int r = 0; r < size_; ++r) {
+      size_t ur = static_cast<size_t>(r);
+      if (!open[ur]) continue;
+      pollfd p{pipes_[ur], POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) continue;
+      char buf[4096];
+      ssize_t n = ::read(pipes_[ur], buf, sizeof buf);
+      if (n > 0) {
+        text[ur].append(buf, static_cast<size_t>(n));
+        continue;
+      }
+      open[ur] = false;  // EOF: the child exited (or was killed)
+      --remaining;
+      outcomes[ur].exited = !text[ur].empty();
+      outcomes[ur].ok = text[ur] == "ok";
+      outcomes[ur].message = text[ur];
+      outcomes[ur].seconds = elapsed();
+    }
+  }
+  return outcomes;
+}
+
+}  // namespace kolo::testing

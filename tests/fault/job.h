@@ -1,0 +1,51 @@
+// Ranks as forked processes for fault tests. The test process hosts the rendezvous store; each
+// child connects to it, builds a Communicator and runs a body; the child's outcome (ok, or the
+// kolo error it raised) comes back through a pipe with the time it happened.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/base/dtype.h"
+#include "comm/bootstrap/tcp_store.h"
+#include "comm/communicator.h"
+
+namespace kolo::testing {
+
+struct Outcome {
+  bool exited = false;     // reported before the test's deadline
+  bool ok = false;         // the body returned without throwing
+  std::string message;     // the error text when !ok
+  double seconds = 0;      // when it reported, from job start
+};
+
+class ForkedJob {
+ public:
+  ForkedJob(int size, TransportKind transport, double timeout_seconds);
+  ~ForkedJob();
+
+  // Starts every rank (a forked process) running `body`.
+  void start(const std::function<void(Communicator&, int rank)>& body);
+  void kill(int rank, int signal);
+  // Collects every rank's outcome, waiting at most `limit_seconds` from start.
+  std::vector<Outcome> collect(double limit_seconds);
+  int store_port() const { return server_->port(); }
+  double elapsed() const;
+
+ private:
+  int size_;
+  TransportKind transport_;
+  double timeout_seconds_;
+  std::unique_ptr<bootstrap::TcpStoreServer> server_;
+  std::vector<pid_t> pids_;
+  std::vector<int> pipes_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace kolo::testing
