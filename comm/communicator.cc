@@ -118,7 +118,9 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
   comm->host_of_rank_ = topo.host_of_rank;
   comm->transport_ = resolve_transport(options.transport, topo.cross_size);
   if (size > 1) {
-    transport::ContextOptions ctx{store, comm->tag_, rank, size, comm->world_ranks_, timeout, ""};
+    // Across hosts, tcp must listen on an address the other hosts can reach.
+    std::string bind = topo.cross_size > 1 && !env::get("KOLO_TCP_ADDR") ? net::routable_address() : "";
+    transport::ContextOptions ctx{store, comm->tag_, rank, size, comm->world_ranks_, timeout, bind};
     comm->context_ = transport::create_context(comm->transport_, ctx);
   }
   KOLO_LOG(kDebug, "communicator ", comm->tag_, ": rank ", rank, " of ", size, ", transport ",

@@ -71,12 +71,19 @@ void Context::throw_timeout(int peer) const {
 }
 
 void Context::throw_peer_lost(int peer, const std::string& how) const {
+  // A peer that aborted left its reason in the store before telling us; quote its root cause
+  // (the innermost reason) so every rank names the rank that really failed.
   std::string reported;
   try {
     if (store_) {
-      reported = store_->get("abort/" + std::to_string(peer), std::chrono::milliseconds(200));
-      // Keep the root cause: the part after the peer's own "kolo ... error: " prefix.
-      reported = "; it had failed with: " + reported.substr(reported.find(": ") + 2);
+      std::string reason =
+          store_->get("abort/" + std::to_string(peer), std::chrono::milliseconds(20));
+      const std::string marker = "it had failed with: ";
+      size_t inner = reason.rfind(marker);
+      if (inner != std::string::npos) reason = reason.substr(inner + marker.size());
+      else if (size_t colon = reason.find("error: "); colon != std::string::npos)
+        reason = reason.substr(colon + 7);
+      reported = "; " + marker + reason;
     }
   } catch (const Error&) {
     // No reason left behind: the peer died without a word.

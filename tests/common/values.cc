@@ -1,6 +1,7 @@
 // Closed-form test values and typed buffer access.
 #include "tests/common/values.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "comm/reduce/reduce.h"
@@ -37,10 +38,53 @@ double expected_value(DType dtype, ReduceOp op, int size, size_t i) {
   return std::trunc(acc / size);  // C++ integer division truncates toward zero
 }
 
-std::vector<double> expected_table(DType dtype, ReduceOp op, int size) {
-  std::vector<double> table(kValuePeriod);
-  for (size_t i = 0; i < kValuePeriod; ++i) table[i] = expected_value(dtype, op, size, i);
-  return table;
+std::vector<char> input_pattern(DType dtype, ReduceOp op, int rank) {
+  auto pattern = make_buffer(dtype, kValuePeriod);
+  for (size_t i = 0; i < kValuePeriod; ++i) store(dtype, pattern.data(), i, input_value(dtype, op, rank, i));
+  return pattern;
+}
+
+std::vector<char> expected_pattern(DType dtype, ReduceOp op, int size) {
+  auto pattern = make_buffer(dtype, kValuePeriod);
+  for (size_t i = 0; i < kValuePeriod; ++i) store(dtype, pattern.data(), i, expected_value(dtype, op, size, i));
+  return pattern;
+}
+
+// Walks [0, count) in runs that stay within one period of the pattern.
+template <typename Fn>
+void for_each_run(size_t count, size_t phase, Fn fn) {
+  for (size_t i = 0; i < count;) {
+    size_t at = (phase + i) % kValuePeriod;
+    size_t run = std::min(kValuePeriod - at, count - i);
+    if (!fn(i, at, run)) return;
+    i += run;
+  }
+}
+
+void tile(DType dtype, void* data, size_t count, const std::vector<char>& pattern, size_t phase) {
+  const size_t esize = dtype_size(dtype);
+  char* out = static_cast<char*>(data);
+  for_each_run(count, phase, [&](size_t i, size_t at, size_t run) {
+    std::memcpy(out + i * esize, pattern.data() + at * esize, run * esize);
+    return true;
+  });
+}
+
+size_t first_mismatch(DType dtype, const void* data, size_t count,
+                      const std::vector<char>& pattern, size_t phase) {
+  const size_t esize = dtype_size(dtype);
+  const char* in = static_cast<const char*>(data);
+  size_t found = count;
+  for_each_run(count, phase, [&](size_t i, size_t at, size_t run) {
+    if (std::memcmp(in + i * esize, pattern.data() + at * esize, run * esize) == 0) return true;
+    for (size_t k = 0; k < run; ++k)
+      if (std::memcmp(in + (i + k) * esize, pattern.data() + (at + k) * esize, esize) != 0) {
+        found = i + k;
+        break;
+      }
+    return false;
+  });
+  return found;
 }
 
 double unit_roundoff(DType dtype) {

@@ -19,8 +19,14 @@ inline constexpr size_t kValuePeriod = 60;
 double input_value(DType dtype, ReduceOp op, int rank, size_t i);
 // The closed-form reduction over `size` ranks, as the dtype stores it (integers truncate).
 double expected_value(DType dtype, ReduceOp op, int size, size_t i);
-// expected_value for i = 0 .. kValuePeriod-1: index it with i % kValuePeriod.
-std::vector<double> expected_table(DType dtype, ReduceOp op, int size);
+// Typed patterns of kValuePeriod elements: element i of a buffer is pattern[i % kValuePeriod].
+std::vector<char> input_pattern(DType dtype, ReduceOp op, int rank);
+std::vector<char> expected_pattern(DType dtype, ReduceOp op, int size);
+// Fills `count` elements with pattern[(phase + i) % kValuePeriod].
+void tile(DType dtype, void* data, size_t count, const std::vector<char>& pattern, size_t phase);
+// Index of the first element differing from the tiled pattern, or count if none does.
+size_t first_mismatch(DType dtype, const void* data, size_t count,
+                      const std::vector<char>& pattern, size_t phase);
 
 // Allowed |got - expected|: 0 except for average of floating types (one ulp of the result).
 double tolerance(DType dtype, ReduceOp op, double expected);
