@@ -51,11 +51,12 @@ std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
 
 TransportKind resolve_transport(TransportKind requested, int hosts) {
   if (requested == TransportKind::kAuto)
-    if (auto text = env::get("KOLO_TRANSPORT")) requested = parse_transport(*text, "KOLO_TRANSPORT");
+    if (auto text = env::get("KOLO_TRANSPORT"))
+      requested = parse_transport(*text, "KOLO_TRANSPORT");
   if (requested == TransportKind::kAuto) {
     if (hosts == 1) return TransportKind::kShm;
     return g_launched_by_mpi && bootstrap::mpi_world::available() ? TransportKind::kMpi
-                                                                   : TransportKind::kTcp;
+                                                                  : TransportKind::kTcp;
   }
   KOLO_CHECK_ARG(requested != TransportKind::kShm || hosts == 1,
                  "transport 'shm' needs every rank on one host, but the ranks are on ", hosts,
@@ -77,8 +78,10 @@ std::shared_ptr<Communicator> Communicator::init(const CommunicatorOptions& opti
   g_launched_by_mpi = info.launcher == "mpi";
   auto timeout = options.timeout.value_or(env::timeout());
   std::shared_ptr<bootstrap::Store> store;
-  if (info.size == 1) store = std::make_shared<bootstrap::MemoryStore>();
-  else store = connect_store(info, timeout);
+  if (info.size == 1)
+    store = std::make_shared<bootstrap::MemoryStore>();
+  else
+    store = connect_store(info, timeout);
   KOLO_LOG(kInfo, "init: launcher ", info.launcher, ", rank ", info.rank, " of ", info.size);
   return create(store, info.rank, info.size, options);
 }
@@ -108,8 +111,8 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
   auto timeout = options.timeout.value_or(env::timeout());
   auto store = std::make_shared<bootstrap::PrefixStore>(base, comm->tag_);
 
-  auto hosts = bootstrap::store_allgather(*store, "host", rank, size,
-                                          bootstrap::host_identity(), timeout);
+  auto hosts =
+      bootstrap::store_allgather(*store, "host", rank, size, bootstrap::host_identity(), timeout);
   auto topo = bootstrap::compute_topology(hosts, rank);
   comm->local_rank_ = topo.local_rank;
   comm->local_size_ = topo.local_size;
@@ -119,7 +122,8 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
   comm->transport_ = resolve_transport(options.transport, topo.cross_size);
   if (size > 1) {
     // Across hosts, tcp must listen on an address the other hosts can reach.
-    std::string bind = topo.cross_size > 1 && !env::get("KOLO_TCP_ADDR") ? net::routable_address() : "";
+    std::string bind =
+        topo.cross_size > 1 && !env::get("KOLO_TCP_ADDR") ? net::routable_address() : "";
     transport::ContextOptions ctx{store, comm->tag_, rank, size, comm->world_ranks_, timeout, bind};
     comm->context_ = transport::create_context(comm->transport_, ctx);
   }
@@ -144,8 +148,8 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   std::stable_sort(members.begin(), members.end(), [&](int a, int b) {
     return all[2 * static_cast<size_t>(a) + 1] < all[2 * static_cast<size_t>(b) + 1];
   });
-  int new_rank = static_cast<int>(std::find(members.begin(), members.end(), rank_) -
-                                  members.begin());
+  int new_rank =
+      static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
   std::vector<int> world;
   for (int p : members) world.push_back(world_ranks_[static_cast<size_t>(p)]);
   std::string tag = tag_ + ".s" + std::to_string(seq) + "c" + std::to_string(color);

@@ -34,7 +34,8 @@ Algorithm Communicator::resolve_algorithm(const CollectiveOptions& options,
                                           const char* collective) const {
   Algorithm algorithm = options.algorithm;
   if (algorithm == Algorithm::kAuto)
-    if (auto text = env::get("KOLO_ALGORITHM")) algorithm = parse_algorithm(*text, "KOLO_ALGORITHM");
+    if (auto text = env::get("KOLO_ALGORITHM"))
+      algorithm = parse_algorithm(*text, "KOLO_ALGORITHM");
   KOLO_CHECK_ARG(algorithm == Algorithm::kAuto || algorithm == Algorithm::kRing, collective,
                  ": algorithm '", algorithm_name(algorithm),
                  "' is not available in this build; accepted: auto, ring");
@@ -46,8 +47,8 @@ void Communicator::begin(const char* collective, size_t bytes, const CollectiveO
   if (context_) context_->set_operation(detail::concat(collective, " of ", bytes, " B"));
 }
 
-void Communicator::allreduce(const void* send, void* recv, size_t count, DType dtype,
-                             ReduceOp op, const CollectiveOptions& options) {
+void Communicator::allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                             const CollectiveOptions& options) {
   check_buffer(send, count, "allreduce", "send");
   check_buffer(recv, count, "allreduce", "receive");
   const size_t bytes = count * dtype_size(dtype);
@@ -81,8 +82,8 @@ void Communicator::allgatherv(const void* send, size_t send_count, void* recv,
                               const CollectiveOptions& options) {
   KOLO_CHECK_EQ(recv_counts.size(), static_cast<size_t>(size_), ErrorCode::kInvalidArgument,
                 "allgatherv: recv_counts must have one entry per rank");
-  KOLO_CHECK_EQ(send_count, recv_counts[static_cast<size_t>(rank_)],
-                ErrorCode::kInvalidArgument, "allgatherv: send_count and recv_counts[rank]");
+  KOLO_CHECK_EQ(send_count, recv_counts[static_cast<size_t>(rank_)], ErrorCode::kInvalidArgument,
+                "allgatherv: send_count and recv_counts[rank]");
   const size_t esize = dtype_size(dtype);
   const size_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
   check_buffer(send, send_count, "allgatherv", "send");
@@ -111,8 +112,8 @@ void Communicator::alltoall(const void* send, void* recv, size_t count, DType dt
   alltoallv(send, counts, recv, counts, dtype, options);
 }
 
-void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_counts,
-                             void* recv, const std::vector<size_t>& recv_counts, DType dtype,
+void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                             const std::vector<size_t>& recv_counts, DType dtype,
                              const CollectiveOptions& options) {
   KOLO_CHECK_EQ(send_counts.size(), static_cast<size_t>(size_), ErrorCode::kInvalidArgument,
                 "alltoallv: send_counts must have one entry per rank");

@@ -16,16 +16,18 @@ int main() try {
   auto start = std::chrono::steady_clock::now();
   const int iterations = 10;
   for (int i = 0; i < iterations; ++i)
-    comm->allreduce(data.data(), data.data(), count, kolo::DType::kFloat32, kolo::ReduceOp::kAverage);
+    comm->allreduce(data.data(), data.data(), count, kolo::DType::kFloat32,
+                    kolo::ReduceOp::kAverage);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const float expected = static_cast<float>(n * (n - 1) / 2);
   bool ok = data[0] == expected && data[count - 1] == expected;
   if (comm->rank() == 0) {
     double busbw = 2.0 * (n - 1) / n * count * sizeof(float) * iterations / seconds / 1e9;
-    std::printf("allreduce_demo: %d ranks over %s, 16 MiB float32: %.2f ms per allreduce, "
-                "busbw %.2f GB/s, result %s (%.0f)\n",
-                n, kolo::transport_name(comm->transport()), seconds / iterations * 1e3, busbw,
-                ok ? "correct" : "WRONG", data[0]);
+    std::printf(
+        "allreduce_demo: %d ranks over %s, 16 MiB float32: %.2f ms per allreduce, "
+        "busbw %.2f GB/s, result %s (%.0f)\n",
+        n, kolo::transport_name(comm->transport()), seconds / iterations * 1e3, busbw,
+        ok ? "correct" : "WRONG", data[0]);
   }
   return ok ? 0 : 1;
 } catch (const std::exception& e) {

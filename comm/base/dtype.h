@@ -16,7 +16,15 @@ enum class ReduceOp : uint8_t { kSum, kAverage, kMin, kMax, kProduct };
 inline constexpr int kNumReduceOps = 5;
 
 // Collective algorithm. kAuto lets kolo choose; the others force one.
-enum class Algorithm : uint8_t { kAuto, kRing, kTree, kHalvingDoubling, kHierarchical, kMpi, kGloo };
+enum class Algorithm : uint8_t {
+  kAuto,
+  kRing,
+  kTree,
+  kHalvingDoubling,
+  kHierarchical,
+  kMpi,
+  kGloo
+};
 
 // Point-to-point transport under a Communicator. kAuto: shm when every rank is on one host,
 // otherwise mpi when kolo was started by MPI, otherwise tcp.

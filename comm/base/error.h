@@ -46,29 +46,30 @@ std::string concat(const Args&... args) {
 #define KOLO_THROW(code, ...) throw ::kolo::Error((code), ::kolo::detail::concat(__VA_ARGS__))
 
 // Argument checks: the message names what was wrong; the condition is appended.
-#define KOLO_CHECK_ARG(cond, ...)                                                               \
-  do {                                                                                          \
-    if (!(cond)) KOLO_THROW(::kolo::ErrorCode::kInvalidArgument, __VA_ARGS__);                  \
+#define KOLO_CHECK_ARG(cond, ...)                                              \
+  do {                                                                         \
+    if (!(cond)) KOLO_THROW(::kolo::ErrorCode::kInvalidArgument, __VA_ARGS__); \
   } while (0)
 
 // Equality check that prints both values, e.g. "count mismatch: 7 vs 8 (a == b)".
-#define KOLO_CHECK_EQ(a, b, code, ...)                                                          \
-  do {                                                                                          \
-    const auto& kolo_a_ = (a);                                                                  \
-    const auto& kolo_b_ = (b);                                                                  \
-    if (!(kolo_a_ == kolo_b_))                                                                  \
-      KOLO_THROW(code, ::kolo::detail::concat(__VA_ARGS__), ": ", kolo_a_, " vs ", kolo_b_,     \
-                 " (" #a " == " #b ")");                                                        \
+#define KOLO_CHECK_EQ(a, b, code, ...)                                                      \
+  do {                                                                                      \
+    const auto& kolo_a_ = (a);                                                              \
+    const auto& kolo_b_ = (b);                                                              \
+    if (!(kolo_a_ == kolo_b_))                                                              \
+      KOLO_THROW(code, ::kolo::detail::concat(__VA_ARGS__), ": ", kolo_a_, " vs ", kolo_b_, \
+                 " (" #a " == " #b ")");                                                    \
   } while (0)
 
 // Invariants that only a kolo bug can break; file:line included.
-#define KOLO_ASSERT(cond)                                                                       \
-  do {                                                                                          \
-    if (!(cond))                                                                                \
-      KOLO_THROW(::kolo::ErrorCode::kInternal, __FILE__, ":", __LINE__, ": assertion failed: ", \
-                 #cond);                                                                        \
+#define KOLO_ASSERT(cond)                                               \
+  do {                                                                  \
+    if (!(cond))                                                        \
+      KOLO_THROW(::kolo::ErrorCode::kInternal, __FILE__, ":", __LINE__, \
+                 ": assertion failed: ", #cond);                        \
   } while (0)
 
 // A failed system call: names the call and errno's text.
-#define KOLO_THROW_ERRNO(...) \
-  KOLO_THROW(::kolo::ErrorCode::kIo, ::kolo::detail::concat(__VA_ARGS__), ": ", std::strerror(errno))
+#define KOLO_THROW_ERRNO(...)                                                   \
+  KOLO_THROW(::kolo::ErrorCode::kIo, ::kolo::detail::concat(__VA_ARGS__), ": ", \
+             std::strerror(errno))

@@ -32,14 +32,20 @@ std::atomic<Level>& level_ref() {
 
 }  // namespace
 
-Level threshold() { return level_ref().load(std::memory_order_relaxed); }
-void set_threshold(Level level) { level_ref().store(level); }
-void set_rank(int rank) { g_rank.store(rank); }
+Level threshold() {
+  return level_ref().load(std::memory_order_relaxed);
+}
+void set_threshold(Level level) {
+  level_ref().store(level);
+}
+void set_rank(int rank) {
+  g_rank.store(rank);
+}
 
 void write(Level level, const std::string& message) {
   static const char kTags[] = "TDIWE";
-  double t = std::chrono::duration<double>(
-                 std::chrono::system_clock::now().time_since_epoch()).count();
+  double t =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   char prefix[96];
   int rank = g_rank.load();
   if (rank >= 0)

@@ -56,7 +56,10 @@ std::optional<Options> parse_options(int argc, char** argv) {
   for (; i < argc; ++i) {
     std::string arg = argv[i], name = arg;
     std::optional<std::string> inline_value;  // from --name=value
-    if (arg == "--") { ++i; break; }
+    if (arg == "--") {
+      ++i;
+      break;
+    }
     if (arg.size() < 2 || arg[0] != '-') break;
     if (size_t eq = arg.find('='); arg.rfind("--", 0) == 0 && eq != std::string::npos) {
       name = arg.substr(0, eq);
@@ -74,13 +77,13 @@ std::optional<Options> parse_options(int argc, char** argv) {
       std::printf("kolorun (kolo) %s\n", KOLO_VERSION);
       return std::nullopt;
     } else if (name == "-np" || name == "-n" || name == "--np") {
-      opts.np = static_cast<int>(
-          env::parse_int(value("an integer in [1, 1024]"), "-np", 1, kMaxRanks));
+      opts.np =
+          static_cast<int>(env::parse_int(value("an integer in [1, 1024]"), "-np", 1, kMaxRanks));
     } else if (name == "--addr") {
       opts.addr = check_addr(value("an IPv4 address such as 127.0.0.1"));
     } else if (name == "--port") {
-      opts.port = static_cast<int>(
-          env::parse_int(value("an integer in [1, 65535]"), "--port", 1, 65535));
+      opts.port =
+          static_cast<int>(env::parse_int(value("an integer in [1, 65535]"), "--port", 1, 65535));
     } else if (name == "--grace") {
       opts.grace_s = env::parse_double(value("seconds in [0, 3600]"), "--grace", 0, 3600);
     } else if (name == "--no-prefix" && !inline_value) {

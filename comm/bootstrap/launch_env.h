@@ -15,9 +15,9 @@ struct LaunchInfo {
   std::string launcher;  // "kolo", "torchrun", "slurm", "mpi", "single"
   int rank = 0;
   int size = 1;
-  int local_rank = -1;   // as the launcher says; -1 when it does not
-  std::string addr;      // the rendezvous store; empty when unknown
-  int port = 0;          // 0 when unknown
+  int local_rank = -1;  // as the launcher says; -1 when it does not
+  std::string addr;     // the rendezvous store; empty when unknown
+  int port = 0;         // 0 when unknown
 };
 
 LaunchInfo detect_launch();

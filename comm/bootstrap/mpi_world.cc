@@ -33,11 +33,11 @@ namespace {
 // Broadcast payloads go in pieces that fit MPI's int count.
 constexpr size_t kMaxPiece = size_t{1} << 30;
 
-std::mutex g_init_mutex;        // ensure_initialized may be reached from several threads
-std::mutex g_call_mutex;        // see call_lock()
+std::mutex g_init_mutex;  // ensure_initialized may be reached from several threads
+std::mutex g_call_mutex;  // see call_lock()
 std::atomic<bool> g_ready{false};
 std::atomic<bool> g_serialize{false};
-std::string g_init_error;       // set when kolo's own MPI_Init_thread gave too little
+std::string g_init_error;  // set when kolo's own MPI_Init_thread gave too little
 
 const char* thread_level_name(int level) {
   switch (level) {
@@ -75,7 +75,9 @@ void check_mpi_call(int rc, const char* call) {
 
 }  // namespace
 
-bool available() { return true; }
+bool available() {
+  return true;
+}
 
 void ensure_initialized() {
   if (g_ready.load(std::memory_order_acquire)) return;
@@ -155,18 +157,32 @@ namespace {
 
 [[noreturn]] void no_mpi(const char* what) {
   KOLO_THROW(ErrorCode::kInvalidArgument, what,
-             " needs MPI, but this kolo was built without MPI (KOLO_WITH_MPI)");
+             " is not available: this kolo was built without MPI (KOLO_WITH_MPI)");
 }
 
 }  // namespace
 
-bool available() { return false; }
-void ensure_initialized() { no_mpi("initializing MPI"); }
-int world_rank() { no_mpi("the MPI world rank"); }
-int world_size() { no_mpi("the MPI world size"); }
-std::string broadcast(const std::string&, int) { no_mpi("broadcasting over MPI"); }
-std::string error_string(int) { no_mpi("an MPI error string"); }
-std::unique_lock<std::mutex> call_lock() { no_mpi("serializing MPI calls"); }
+bool available() {
+  return false;
+}
+void ensure_initialized() {
+  no_mpi("MPI initialization");
+}
+int world_rank() {
+  no_mpi("the MPI world rank");
+}
+int world_size() {
+  no_mpi("the MPI world size");
+}
+std::string broadcast(const std::string&, int) {
+  no_mpi("broadcast over MPI");
+}
+std::string error_string(int) {
+  no_mpi("an MPI error string");
+}
+std::unique_lock<std::mutex> call_lock() {
+  no_mpi("MPI call serialization");
+}
 
 #endif  // KOLO_HAVE_MPI
 

@@ -26,8 +26,8 @@ std::string MemoryStore::get(const std::string& key, std::chrono::milliseconds t
   std::unique_lock<std::mutex> lock(mutex_);
   bool found = changed_.wait_for(lock, timeout, [&] { return values_.count(key) > 0; });
   if (!found)
-    KOLO_THROW(ErrorCode::kTimeout, "store key '", key, "' was not set within ",
-               timeout.count(), " ms (a rank did not arrive; KOLO_TIMEOUT_SECONDS)");
+    KOLO_THROW(ErrorCode::kTimeout, "store key '", key, "' was not set within ", timeout.count(),
+               " ms (a rank did not arrive; KOLO_TIMEOUT_SECONDS)");
   return values_[key];
 }
 
@@ -63,8 +63,8 @@ void store_barrier(Store& store, const std::string& name, int size,
   store.get(name + "/done", timeout);
 }
 
-std::vector<std::string> store_allgather(Store& store, const std::string& name, int rank,
-                                         int size, const std::string& value,
+std::vector<std::string> store_allgather(Store& store, const std::string& name, int rank, int size,
+                                         const std::string& value,
                                          std::chrono::milliseconds timeout) {
   store.set(name + "/" + std::to_string(rank), value);
   std::vector<std::string> values(static_cast<size_t>(size));

@@ -25,6 +25,11 @@ class Store {
 
   // Waits until every key exists.
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+  // Best-effort set bounded by `timeout`, for error paths where the store may be gone.
+  virtual void set_within(const std::string& key, const std::string& value,
+                          std::chrono::milliseconds /*timeout*/) {
+    set(key, value);
+  }
 };
 
 // Ranks as threads: one MemoryStore shared by every rank's Communicator.
@@ -48,6 +53,10 @@ class PrefixStore : public Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
+  void set_within(const std::string& key, const std::string& value,
+                  std::chrono::milliseconds timeout) override {
+    base_->set_within(prefix_ + "/" + key, value, timeout);
+  }
   const std::string& prefix() const { return prefix_; }
   const std::shared_ptr<Store>& base() const { return base_; }
 
@@ -61,8 +70,8 @@ void store_barrier(Store& store, const std::string& name, int size,
                    std::chrono::milliseconds timeout);
 
 // Every rank publishes `value`; returns all ranks' values in rank order.
-std::vector<std::string> store_allgather(Store& store, const std::string& name, int rank,
-                                         int size, const std::string& value,
+std::vector<std::string> store_allgather(Store& store, const std::string& name, int rank, int size,
+                                         const std::string& value,
                                          std::chrono::milliseconds timeout);
 
 }  // namespace kolo::bootstrap

@@ -45,7 +45,7 @@ struct TcpStoreServer::State {
   std::string secret = net::job_secret();
   std::map<std::string, std::string> values;
   std::map<std::string, std::vector<int>> waiters;  // key -> fds of connections in get()
-  std::map<int, Connection> conns;                   // by fd
+  std::map<int, Connection> conns;                  // by fd
 };
 
 TcpStoreServer::TcpStoreServer(const std::string& host, int port)
@@ -68,8 +68,7 @@ void reject(std::map<int, Connection>& conns, int fd, const std::string& why) {
 }
 
 // Parses and answers every complete request in c.in; returns false to close the connection.
-bool handle_requests(Connection& c, int fd,
-                     std::map<std::string, std::string>& values,
+bool handle_requests(Connection& c, int fd, std::map<std::string, std::string>& values,
                      std::map<std::string, std::vector<int>>& waiters, std::string& why) {
   while (c.in.size() >= kHeaderBytes) {
     uint8_t cmd = static_cast<uint8_t>(c.in[0]);
@@ -78,8 +77,8 @@ bool handle_requests(Connection& c, int fd,
     std::memcpy(&key_len, c.in.data() + 1, 4);
     std::memcpy(&value_len, c.in.data() + 5, 8);
     if (cmd < kSet || cmd > kAdd || key_len > kMaxKey || value_len > kMaxValue) {
-      why = "malformed request (cmd " + std::to_string(cmd) + ", key " +
-            std::to_string(key_len) + " B, value " + std::to_string(value_len) + " B)";
+      why = "malformed request (cmd " + std::to_string(cmd) + ", key " + std::to_string(key_len) +
+            " B, value " + std::to_string(value_len) + " B)";
       return false;
     }
     if (c.in.size() < kHeaderBytes + key_len + value_len) return true;
@@ -147,8 +146,10 @@ void TcpStoreServer::serve() {
         char buf[65536];
         ssize_t n = ::recv(fd, buf, sizeof buf, 0);
         if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) {
-          if (!c.authenticated) to_close.push_back({fd, "closed during the handshake"});
-          else to_close.push_back({fd, ""});
+          if (!c.authenticated)
+            to_close.push_back({fd, "closed during the handshake"});
+          else
+            to_close.push_back({fd, ""});
           continue;
         }
         if (n > 0) c.in.append(buf, static_cast<size_t>(n));
@@ -156,8 +157,7 @@ void TcpStoreServer::serve() {
       if (!c.authenticated) {
         if (c.in.size() >= net::kHelloBytes) {
           try {
-            net::verify_hello(reinterpret_cast<const uint8_t*>(c.in.data()), c.challenge,
-                              s.secret);
+            net::verify_hello(reinterpret_cast<const uint8_t*>(c.in.data()), c.challenge, s.secret);
             c.in.erase(0, net::kHelloBytes);
             c.authenticated = true;
             c.out.push_back('\0');
@@ -181,8 +181,10 @@ void TcpStoreServer::serve() {
       }
     }
     for (auto& [fd, why] : to_close) {
-      if (why.empty()) s.conns.erase(fd);
-      else reject(s.conns, fd, why);
+      if (why.empty())
+        s.conns.erase(fd);
+      else
+        reject(s.conns, fd, why);
       for (auto& [key, list] : s.waiters) std::erase(list, fd);
     }
     // Answer gets whose key has appeared.
@@ -202,12 +204,12 @@ void TcpStoreServer::serve() {
 TcpStore::TcpStore(std::string host, int port, int rank, std::chrono::milliseconds timeout)
     : host_(std::move(host)), port_(port), rank_(rank), connect_timeout_(timeout) {
   std::lock_guard<std::mutex> lock(mutex_);
-  ensure_connected();
+  ensure_connected(connect_timeout_);
 }
 
-void TcpStore::ensure_connected() {
+void TcpStore::ensure_connected(std::chrono::milliseconds timeout) {
   if (sock_.valid()) return;
-  auto deadline = net::deadline_after(connect_timeout_);
+  auto deadline = net::deadline_after(timeout);
   net::Socket sock = net::Socket::connect(host_, port_, deadline);
   net::client_handshake(sock, {net::Role::kStoreClient, rank_, "store"}, net::job_secret(),
                         deadline);
@@ -217,7 +219,7 @@ void TcpStore::ensure_connected() {
 std::string TcpStore::request(uint8_t cmd, const std::string& key, const std::string& value,
                               std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> lock(mutex_);
-  ensure_connected();
+  ensure_connected(std::min(timeout, connect_timeout_));
   std::string frame(kHeaderBytes, '\0');
   frame[0] = static_cast<char>(cmd);
   uint32_t key_len = static_cast<uint32_t>(key.size());
@@ -239,8 +241,8 @@ std::string TcpStore::request(uint8_t cmd, const std::string& key, const std::st
   } catch (const Error& e) {
     sock_.close();  // the stream is out of step now; reconnect on the next request
     if (e.code() == ErrorCode::kTimeout)
-      KOLO_THROW(ErrorCode::kTimeout, "store key '", key, "' was not set within ",
-                 timeout.count(), " ms (a rank did not arrive; KOLO_TIMEOUT_SECONDS)");
+      KOLO_THROW(ErrorCode::kTimeout, "store key '", key, "' was not set within ", timeout.count(),
+                 " ms (a rank did not arrive; KOLO_TIMEOUT_SECONDS)");
     KOLO_THROW(e.code(), "rendezvous store at ", host_, ":", port_, ": ", e.what());
   }
 }
@@ -249,13 +251,18 @@ void TcpStore::set(const std::string& key, const std::string& value) {
   request(kSet, key, value, connect_timeout_);
 }
 
+void TcpStore::set_within(const std::string& key, const std::string& value,
+                          std::chrono::milliseconds timeout) {
+  request(kSet, key, value, timeout);
+}
+
 std::string TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   return request(kGet, key, "", timeout);
 }
 
 int64_t TcpStore::add(const std::string& key, int64_t delta) {
-  std::string reply = request(kAdd, key, std::string(reinterpret_cast<char*>(&delta), 8),
-                              connect_timeout_);
+  std::string reply =
+      request(kAdd, key, std::string(reinterpret_cast<char*>(&delta), 8), connect_timeout_);
   int64_t value;
   KOLO_ASSERT(reply.size() == 8);
   std::memcpy(&value, reply.data(), 8);

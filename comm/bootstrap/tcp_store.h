@@ -48,11 +48,13 @@ class TcpStore : public Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
+  void set_within(const std::string& key, const std::string& value,
+                  std::chrono::milliseconds timeout) override;
 
  private:
   std::string request(uint8_t cmd, const std::string& key, const std::string& value,
                       std::chrono::milliseconds timeout);
-  void ensure_connected();
+  void ensure_connected(std::chrono::milliseconds timeout);
 
   std::string host_;
   int port_;

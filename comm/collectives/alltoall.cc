@@ -19,8 +19,8 @@ void pairwise_alltoallv(Context& ctx, const char* send, const std::vector<size_t
   for (int s = 1; s < n; ++s) {
     const size_t to = static_cast<size_t>((r + s) % n), from = static_cast<size_t>((r - s + n) % n);
     Transfer out = Transfer::send(static_cast<int>(to), send + send_offsets[to], send_bytes[to]);
-    Transfer in = Transfer::recv(static_cast<int>(from), recv + recv_offsets[from],
-                                 recv_bytes[from]);
+    Transfer in =
+        Transfer::recv(static_cast<int>(from), recv + recv_offsets[from], recv_bytes[from]);
     ctx.post(&out);
     ctx.post(&in);
     ctx.wait(&in);

@@ -28,8 +28,8 @@ Block even_block(size_t count, int blocks, int b);
 // In place: reduce-scatter then allgather around the ring.
 void ring_allreduce(Context& ctx, void* data, size_t count, DType dtype, ReduceOp op);
 // send holds size * recv_count elements; rank r receives the reduction of block r.
-void ring_reduce_scatter(Context& ctx, const void* send, void* recv, size_t recv_count,
-                         DType dtype, ReduceOp op);
+void ring_reduce_scatter(Context& ctx, const void* send, void* recv, size_t recv_count, DType dtype,
+                         ReduceOp op);
 // recv holds sum(counts) elements; block r (at the prefix sum of counts) must already hold
 // rank r's contribution.
 void ring_allgatherv(Context& ctx, void* recv, const std::vector<size_t>& counts, DType dtype);

@@ -17,7 +17,9 @@ namespace {
 
 using transport::Transfer;
 
-int mod(int a, int n) { return ((a % n) + n) % n; }
+int mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
 
 // Posted transfers live here until the end of a phase (the transport holds pointers to them).
 class Posted {
@@ -55,8 +57,8 @@ void post_segmented_send(Posted& posted, int peer, const char* data, size_t byte
 // where the reduced block b goes (the final block when `last`). Returns nothing; the caller
 // knows where block r ended.
 template <typename Input, typename Dest>
-void reduce_scatter_blocks(Context& ctx, const std::vector<Block>& blocks, DType dtype,
-                           ReduceOp op, Input input, Dest dest) {
+void reduce_scatter_blocks(Context& ctx, const std::vector<Block>& blocks, DType dtype, ReduceOp op,
+                           Input input, Dest dest) {
   const int n = ctx.size(), r = ctx.rank();
   const int next = mod(r + 1, n), prev = mod(r - 1, n);
   const size_t esize = dtype_size(dtype);
@@ -79,8 +81,7 @@ void reduce_scatter_blocks(Context& ctx, const std::vector<Block>& blocks, DType
     const char* in = input(b);
     // Double-buffered receive: segment k+1 arrives while segment k is combined.
     auto slot = [&](size_t k) { return scratch.data() + (k % 2) * kSegmentBytes; };
-    Transfer* pending =
-        bytes ? recvs.recv(prev, slot(0), std::min(kSegmentBytes, bytes)) : nullptr;
+    Transfer* pending = bytes ? recvs.recv(prev, slot(0), std::min(kSegmentBytes, bytes)) : nullptr;
     for (size_t at = 0, k = 0; at < bytes; at += kSegmentBytes, ++k) {
       size_t seg = std::min(kSegmentBytes, bytes - at);
       recvs.wait(pending);
@@ -143,8 +144,8 @@ void ring_allreduce(Context& ctx, void* data, size_t count, DType dtype, ReduceO
   allgather_blocks(ctx, base, blocks, esize);
 }
 
-void ring_reduce_scatter(Context& ctx, const void* send, void* recv, size_t recv_count,
-                         DType dtype, ReduceOp op) {
+void ring_reduce_scatter(Context& ctx, const void* send, void* recv, size_t recv_count, DType dtype,
+                         ReduceOp op) {
   const int n = ctx.size();
   const size_t esize = dtype_size(dtype), bytes = recv_count * esize;
   const char* in = static_cast<const char*>(send);

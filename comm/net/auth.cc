@@ -18,7 +18,9 @@ constexpr char kChallengeMagic[4] = {'K', 'O', 'L', 'O'};
 constexpr char kHelloMagic[4] = {'K', 'O', 'L', 'H'};
 constexpr size_t kMacOffset = kHelloBytes - 32;
 
-void put_u32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
+void put_u32(uint8_t* p, uint32_t v) {
+  std::memcpy(p, &v, 4);
+}
 uint32_t get_u32(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
@@ -27,7 +29,7 @@ uint32_t get_u32(const uint8_t* p) {
 
 // MAC over the challenge nonce and the Hello body (everything before the MAC field).
 std::array<uint8_t, 32> compute_mac(const Challenge& challenge, const uint8_t* body,
-                                     const std::string& secret) {
+                                    const std::string& secret) {
   uint8_t message[32 + kMacOffset];
   std::memcpy(message, challenge.data() + 8, 32);
   std::memcpy(message + 32, body, kMacOffset);
@@ -35,15 +37,17 @@ std::array<uint8_t, 32> compute_mac(const Challenge& challenge, const uint8_t* b
   unsigned int len = 0;
   static const uint8_t kEmpty = 0;
   const void* key = secret.empty() ? static_cast<const void*>(&kEmpty) : secret.data();
-  if (HMAC(EVP_sha256(), key, static_cast<int>(secret.size()), message, sizeof message,
-           mac.data(), &len) == nullptr)
+  if (HMAC(EVP_sha256(), key, static_cast<int>(secret.size()), message, sizeof message, mac.data(),
+           &len) == nullptr)
     KOLO_THROW(ErrorCode::kInternal, "HMAC-SHA256 failed");
   return mac;
 }
 
 }  // namespace
 
-std::string job_secret() { return env::get_or("KOLO_SECRET", ""); }
+std::string job_secret() {
+  return env::get_or("KOLO_SECRET", "");
+}
 
 Challenge make_challenge() {
   Challenge c{};

@@ -12,7 +12,9 @@ namespace kolo::net {
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
-inline Deadline deadline_after(std::chrono::milliseconds timeout) { return Clock::now() + timeout; }
+inline Deadline deadline_after(std::chrono::milliseconds timeout) {
+  return Clock::now() + timeout;
+}
 // Milliseconds left until `deadline`, clamped to [0, cap_ms]: a poll() timeout.
 int poll_timeout_ms(Deadline deadline, int cap_ms = 100);
 

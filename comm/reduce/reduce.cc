@@ -59,7 +59,9 @@ Isa hardware_isa() {
   return isa;
 }
 
-bool hardware_has(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(hardware_isa()); }
+bool hardware_has(Isa isa) {
+  return static_cast<int>(isa) <= static_cast<int>(hardware_isa());
+}
 
 // "scalar, avx2" for a CPU with AVX2 but not AVX-512.
 std::string supported_names() {
@@ -80,8 +82,7 @@ void check_hardware_has(Isa isa) {
 
 void check_dtype_and_op(DType dtype, ReduceOp op) {
   KOLO_CHECK_ARG(static_cast<int>(dtype) < kNumDTypes, "unknown dtype ", static_cast<int>(dtype));
-  KOLO_CHECK_ARG(static_cast<int>(op) < kNumReduceOps, "unknown reduce op ",
-                 static_cast<int>(op));
+  KOLO_CHECK_ARG(static_cast<int>(op) < kNumReduceOps, "unknown reduce op ", static_cast<int>(op));
 }
 
 // The kernels read a[i] and b[i] before writing dst[i], so dst == a or dst == b is fine, but a
@@ -100,8 +101,8 @@ bool check_combine(void* dst, const void* a, const void* b, size_t count, DType 
                    ReduceOp op) {
   check_dtype_and_op(dtype, op);
   if (count == 0) return false;  // null pointers are fine then
-  KOLO_CHECK_ARG(dst != nullptr && a != nullptr && b != nullptr,
-                 "combine: null buffer with count ", count);
+  KOLO_CHECK_ARG(dst != nullptr && a != nullptr && b != nullptr, "combine: null buffer with count ",
+                 count);
   const size_t bytes = count * dtype_size(dtype);
   check_no_partial_overlap(dst, a, bytes);
   check_no_partial_overlap(dst, b, bytes);

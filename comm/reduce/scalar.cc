@@ -50,7 +50,7 @@ inline uint16_t encode_half(float value) {
     // units gives 0x400, the smallest normal, which is exactly right.
     const uint32_t exponent = magnitude >> 23;  // 102..112
     const uint32_t significand = (magnitude & 0x7FFFFFu) | 0x800000u;
-    const uint32_t shift = 126u - exponent;     // 14..24
+    const uint32_t shift = 126u - exponent;  // 14..24
     const uint32_t round = (1u << (shift - 1)) - 1u + ((significand >> shift) & 1u);
     half = (significand + round) >> shift;
   } else {
@@ -94,10 +94,18 @@ inline float decode_bfloat16(uint16_t bits) {
 
 }  // namespace
 
-uint16_t float_to_half(float value) { return encode_half(value); }
-float half_to_float(uint16_t bits) { return decode_half(bits); }
-uint16_t float_to_bfloat16(float value) { return encode_bfloat16(value); }
-float bfloat16_to_float(uint16_t bits) { return decode_bfloat16(bits); }
+uint16_t float_to_half(float value) {
+  return encode_half(value);
+}
+float half_to_float(uint16_t bits) {
+  return decode_half(bits);
+}
+uint16_t float_to_bfloat16(float value) {
+  return encode_bfloat16(value);
+}
+float bfloat16_to_float(uint16_t bits) {
+  return decode_bfloat16(bits);
+}
 
 namespace scalar {
 namespace {
@@ -159,12 +167,16 @@ struct Product {
 // result is b too.
 struct Min {
   template <typename T>
-  T operator()(T a, T b) const { return a < b ? a : b; }
+  T operator()(T a, T b) const {
+    return a < b ? a : b;
+  }
 };
 
 struct Max {
   template <typename T>
-  T operator()(T a, T b) const { return a > b ? a : b; }
+  T operator()(T a, T b) const {
+    return a > b ? a : b;
+  }
 };
 
 template <typename Codec, typename Op>

@@ -26,7 +26,12 @@ void Context::post(Transfer* t) {
   if (failed()) KOLO_THROW(ErrorCode::kPeerLost, "communicator already failed: ", failure_);
   KOLO_ASSERT(t->peer >= 0 && t->peer < size_ && t->peer != rank_);
   if (t->bytes == 0) return;
-  do_post(t);
+  try {
+    do_post(t);
+  } catch (const Error& e) {
+    fail(e.what());
+    throw;
+  }
 }
 
 void Context::wait(Transfer* t) {
@@ -56,7 +61,9 @@ void Context::fail(const std::string& why) {
   failure_ = why;
   KOLO_LOG(kDebug, transport_name(kind()), " context failed: ", why);
   try {
-    if (store_) store_->set("abort/" + std::to_string(rank_), why);
+    // Bounded: the rank hosting the store may be the one that died.
+    if (store_)
+      store_->set_within("abort/" + std::to_string(rank_), why, std::chrono::milliseconds(500));
   } catch (const Error&) {
     // The store may be gone with the rank that hosted it; the abort below still goes out.
   }
@@ -80,7 +87,8 @@ void Context::throw_peer_lost(int peer, const std::string& how) const {
           store_->get("abort/" + std::to_string(peer), std::chrono::milliseconds(20));
       const std::string marker = "it had failed with: ";
       size_t inner = reason.rfind(marker);
-      if (inner != std::string::npos) reason = reason.substr(inner + marker.size());
+      if (inner != std::string::npos)
+        reason = reason.substr(inner + marker.size());
       else if (size_t colon = reason.find("error: "); colon != std::string::npos)
         reason = reason.substr(colon + 7);
       reported = "; " + marker + reason;
@@ -88,8 +96,8 @@ void Context::throw_peer_lost(int peer, const std::string& how) const {
   } catch (const Error&) {
     // No reason left behind: the peer died without a word.
   }
-  KOLO_THROW(ErrorCode::kPeerLost, operation_, " on rank ", rank_, ": lost ",
-             describe_peer(peer), ": ", how, reported);
+  KOLO_THROW(ErrorCode::kPeerLost, operation_, " on rank ", rank_, ": lost ", describe_peer(peer),
+             ": ", how, reported);
 }
 
 std::unique_ptr<Context> create_context(TransportKind kind, const ContextOptions& options) {

@@ -51,9 +51,9 @@ struct ContextOptions {
   std::string tag;                          // unique name of the communicator within the job
   int rank = 0;
   int size = 1;
-  std::vector<int> global_ranks;            // world rank of each member, for error messages
+  std::vector<int> global_ranks;  // world rank of each member, for error messages
   std::chrono::milliseconds timeout{300000};
-  std::string bind_host;                    // tcp: address to listen on ("" = automatic)
+  std::string bind_host;  // tcp: address to listen on ("" = automatic)
 };
 
 class Context {
@@ -89,7 +89,8 @@ class Context {
 
  protected:
   virtual void do_post(Transfer* t) = 0;
-  // Progresses until `t` completes or throws. Implementations call stalled() to build errors.
+  // Progresses until `t` completes or throws, building errors with throw_timeout() and
+  // throw_peer_lost().
   virtual void do_wait(Transfer* t) = 0;
   // Tells peers that this rank gave up (best effort, never throws).
   virtual void do_abort() noexcept = 0;

@@ -18,8 +18,8 @@ struct Case {
   ReduceOp op;
   size_t count;
   std::string name;
-  std::string error;       // first mismatch on this rank
-  uint64_t hash = 0;       // of this rank's output
+  std::string error;  // first mismatch on this rank
+  uint64_t hash = 0;  // of this rank's output
   bool same_everywhere = false;
 
   void expect(size_t i, double got, double want, double tol = 0.0) {
@@ -27,8 +27,8 @@ struct Case {
     bool ok = std::fabs(got - want) <= tol || (std::isnan(got) && std::isnan(want));
     if (ok) return;
     std::ostringstream out;
-    out << name << " on rank " << comm.rank() << ": element " << i << " is " << got
-        << ", expected " << want;
+    out << name << " on rank " << comm.rank() << ": element " << i << " is " << got << ", expected "
+        << want;
     if (tol > 0) out << " (tolerance " << tol << ")";
     error = out.str();
   }
@@ -39,11 +39,12 @@ struct Case {
 
 // Checks `count` elements of `out` against the tiled `pattern`; memcmp runs first, and only a
 // difference is examined element by element (with the tolerance of `op`).
-void check(Case& c, const void* out, size_t count, const std::vector<char>& pattern,
-           size_t phase, ReduceOp op) {
+void check(Case& c, const void* out, size_t count, const std::vector<char>& pattern, size_t phase,
+           ReduceOp op) {
   for (size_t i = first_mismatch(c.dtype, out, count, pattern, phase); i < count; ++i) {
     double want = load(c.dtype, pattern.data(), (phase + i) % kValuePeriod);
-    if (op == ReduceOp::kAverage) want = expected_value(c.dtype, op, c.comm.size(), (phase + i) % kValuePeriod);
+    if (op == ReduceOp::kAverage)
+      want = expected_value(c.dtype, op, c.comm.size(), (phase + i) % kValuePeriod);
     c.expect(i, load(c.dtype, out, i), want, tolerance(c.dtype, op, want));
     if (!c.error.empty()) return;
   }
@@ -55,7 +56,9 @@ std::vector<char> filled(DType dtype, ReduceOp op, int rank, size_t count, size_
   return buf;
 }
 
-size_t phase_of(size_t index) { return index % kValuePeriod; }
+size_t phase_of(size_t index) {
+  return index % kValuePeriod;
+}
 
 void run_allreduce(Case& c, bool in_place) {
   auto send = filled(c.dtype, c.op, c.comm.rank(), c.count);
@@ -81,7 +84,8 @@ void run_reduce_scatter(Case& c) {
 void run_allgather(Case& c, bool variable) {
   const int n = c.comm.size(), r = c.comm.rank();
   std::vector<size_t> counts;
-  for (int p = 0; p < n; ++p) counts.push_back(c.count + (variable ? 3 * static_cast<size_t>(p) : 0));
+  for (int p = 0; p < n; ++p)
+    counts.push_back(c.count + (variable ? 3 * static_cast<size_t>(p) : 0));
   size_t total = 0;
   for (size_t k : counts) total += k;
   auto send = filled(c.dtype, ReduceOp::kSum, r, counts[static_cast<size_t>(r)]);
@@ -103,7 +107,8 @@ void run_allgather(Case& c, bool variable) {
 void run_broadcast(Case& c) {
   const int n = c.comm.size(), r = c.comm.rank();
   const int root = static_cast<int>(c.count % static_cast<size_t>(n));
-  auto data = r == root ? filled(c.dtype, ReduceOp::kSum, root, c.count) : make_buffer(c.dtype, c.count);
+  auto data =
+      r == root ? filled(c.dtype, ReduceOp::kSum, root, c.count) : make_buffer(c.dtype, c.count);
   c.comm.broadcast(data.data(), c.count, c.dtype, root);
   check(c, data.data(), c.count, input_pattern(c.dtype, ReduceOp::kSum, root), 0, ReduceOp::kSum);
   c.same_everywhere = true;
@@ -139,8 +144,10 @@ void run_alltoall(Case& c, bool variable) {
     at += k;
   }
   auto recv = make_buffer(c.dtype, recv_total);
-  if (variable) c.comm.alltoallv(send.data(), sends, recv.data(), recvs, c.dtype);
-  else c.comm.alltoall(send.data(), recv.data(), block, c.dtype);
+  if (variable)
+    c.comm.alltoallv(send.data(), sends, recv.data(), recvs, c.dtype);
+  else
+    c.comm.alltoall(send.data(), recv.data(), block, c.dtype);
   at = 0;
   for (int p = 0; p < n; ++p) {
     size_t k = recvs[static_cast<size_t>(p)];
@@ -156,7 +163,8 @@ void run_alltoall(Case& c, bool variable) {
 void run_random_sum(Case& c) {
   const int n = c.comm.size(), r = c.comm.rank();
   auto data = make_buffer(c.dtype, c.count);
-  for (size_t i = 0; i < c.count; ++i) store(c.dtype, data.data(), i, random_value(c.dtype, 7, r, i));
+  for (size_t i = 0; i < c.count; ++i)
+    store(c.dtype, data.data(), i, random_value(c.dtype, 7, r, i));
   c.comm.allreduce(data.data(), data.data(), c.count, c.dtype, ReduceOp::kSum);
   const double u = unit_roundoff(c.dtype);
   for (size_t i = 0; i < c.count; ++i) {
@@ -185,12 +193,16 @@ bool conclude(Case& c, SweepResult& result) {
     ok = ok && all[2 * static_cast<size_t>(p)] == 0;
     if (c.same_everywhere && all[2 * static_cast<size_t>(p) + 1] != all[1]) {
       ok = false;
-      if (c.error.empty()) c.error = c.name + ": rank " + std::to_string(p) + "'s result differs from rank 0's";
+      if (c.error.empty())
+        c.error = c.name + ": rank " + std::to_string(p) + "'s result differs from rank 0's";
     }
-    result.digest = fnv1a(&all[2 * static_cast<size_t>(p) + 1], 8, result.digest ? result.digest : 1469598103934665603ull);
+    result.digest = fnv1a(&all[2 * static_cast<size_t>(p) + 1], 8,
+                          result.digest ? result.digest : 1469598103934665603ull);
   }
-  if (ok) ++result.passed;
-  else ++result.failed;
+  if (ok)
+    ++result.passed;
+  else
+    ++result.failed;
   if (!c.error.empty() && result.failures.size() < 20) result.failures.push_back(c.error);
   if (!ok && c.error.empty() && result.failures.size() < 20)
     result.failures.push_back(c.name + ": failed on another rank");
@@ -204,8 +216,8 @@ SweepResult run_sweep(Communicator& comm, const SweepConfig& config) {
   bool stopped = false;
   auto run = [&](const char* collective, DType dtype, ReduceOp op, size_t count,
                  const std::function<void(Case&)>& body) {
-    if (stopped || std::find(config.collectives.begin(), config.collectives.end(),
-                             collective) == config.collectives.end())
+    if (stopped || std::find(config.collectives.begin(), config.collectives.end(), collective) ==
+                       config.collectives.end())
       return;
     std::ostringstream name;
     name << collective << " " << dtype_name(dtype) << " " << op_name(op) << " count=" << count

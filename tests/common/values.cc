@@ -27,7 +27,8 @@ double expected_value(DType dtype, ReduceOp op, int size, size_t i) {
   for (int r = 1; r < size; ++r) {
     double v = input_value(dtype, op, r, i);
     switch (op) {
-      case ReduceOp::kSum: case ReduceOp::kAverage: acc += v; break;
+      case ReduceOp::kSum:
+      case ReduceOp::kAverage: acc += v; break;
       case ReduceOp::kMin: acc = std::min(acc, v); break;
       case ReduceOp::kMax: acc = std::max(acc, v); break;
       case ReduceOp::kProduct: acc *= v; break;
@@ -40,13 +41,15 @@ double expected_value(DType dtype, ReduceOp op, int size, size_t i) {
 
 std::vector<char> input_pattern(DType dtype, ReduceOp op, int rank) {
   auto pattern = make_buffer(dtype, kValuePeriod);
-  for (size_t i = 0; i < kValuePeriod; ++i) store(dtype, pattern.data(), i, input_value(dtype, op, rank, i));
+  for (size_t i = 0; i < kValuePeriod; ++i)
+    store(dtype, pattern.data(), i, input_value(dtype, op, rank, i));
   return pattern;
 }
 
 std::vector<char> expected_pattern(DType dtype, ReduceOp op, int size) {
   auto pattern = make_buffer(dtype, kValuePeriod);
-  for (size_t i = 0; i < kValuePeriod; ++i) store(dtype, pattern.data(), i, expected_value(dtype, op, size, i));
+  for (size_t i = 0; i < kValuePeriod; ++i)
+    store(dtype, pattern.data(), i, expected_value(dtype, op, size, i));
   return pattern;
 }
 
@@ -70,8 +73,8 @@ void tile(DType dtype, void* data, size_t count, const std::vector<char>& patter
   });
 }
 
-size_t first_mismatch(DType dtype, const void* data, size_t count,
-                      const std::vector<char>& pattern, size_t phase) {
+size_t first_mismatch(DType dtype, const void* data, size_t count, const std::vector<char>& pattern,
+                      size_t phase) {
   const size_t esize = dtype_size(dtype);
   const char* in = static_cast<const char*>(data);
   size_t found = count;
@@ -118,8 +121,7 @@ double load(DType dtype, const void* data, size_t i) {
     case DType::kFloat32: return static_cast<const float*>(data)[i];
     case DType::kFloat64: return static_cast<const double*>(data)[i];
     case DType::kFloat16: return reduce::half_to_float(static_cast<const uint16_t*>(data)[i]);
-    case DType::kBFloat16:
-      return reduce::bfloat16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::kBFloat16: return reduce::bfloat16_to_float(static_cast<const uint16_t*>(data)[i]);
     case DType::kInt32: return static_cast<const int32_t*>(data)[i];
     case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
     case DType::kUInt8: return static_cast<const uint8_t*>(data)[i];

@@ -25,8 +25,8 @@ std::vector<char> expected_pattern(DType dtype, ReduceOp op, int size);
 // Fills `count` elements with pattern[(phase + i) % kValuePeriod].
 void tile(DType dtype, void* data, size_t count, const std::vector<char>& pattern, size_t phase);
 // Index of the first element differing from the tiled pattern, or count if none does.
-size_t first_mismatch(DType dtype, const void* data, size_t count,
-                      const std::vector<char>& pattern, size_t phase);
+size_t first_mismatch(DType dtype, const void* data, size_t count, const std::vector<char>& pattern,
+                      size_t phase);
 
 // Allowed |got - expected|: 0 except for average of floating types (one ulp of the result).
 double tolerance(DType dtype, ReduceOp op, double expected);

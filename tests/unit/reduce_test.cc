@@ -187,8 +187,7 @@ class Generator {
         if (allow_nan) return static_cast<uint16_t>(0x7F81 | (rng_() & 0x807F));
         return 0x3F80;
       case 2:
-      case 3:
-        return float_to_bfloat16(uniform(-8.0f, 8.0f));
+      case 3: return float_to_bfloat16(uniform(-8.0f, 8.0f));
       default: {
         const auto bits = static_cast<uint16_t>(rng_());
         return (bits & 0x7FFF) > 0x7F80 && !allow_nan ? uint16_t{0x4000} : bits;
@@ -199,16 +198,14 @@ class Generator {
   template <typename T>
   T random_integer() {
     if (rng_() % 8 == 0) {
-      return pick<T>({std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), T{-1}, T{0},
-                      T{1}, T{2}});
+      return pick<T>(
+          {std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), T{-1}, T{0}, T{1}, T{2}});
     }
     if (rng_() % 2 == 0) return static_cast<T>(static_cast<int64_t>(rng_() % 2001) - 1000);
     return static_cast<T>(rng_());
   }
 
-  uint32_t nan_bits32() {
-    return 0x7F800000u | (static_cast<uint32_t>(rng_()) & 0x807FFFFFu) | 1u;
-  }
+  uint32_t nan_bits32() { return 0x7F800000u | (static_cast<uint32_t>(rng_()) & 0x807FFFFFu) | 1u; }
 
   std::mt19937_64 rng_;
 };
@@ -403,8 +400,8 @@ TEST(ReduceKernels, BadArgumentsThrowInvalidArgument) {
   expect_invalid([&] { set_active_isa(static_cast<Isa>(7)); });
   if (cpu_isa() != Isa::kAvx512) {
     expect_invalid([&] { set_active_isa(Isa::kAvx512); });
-    expect_invalid([&] { combine_with(Isa::kAvx512, &x, &x, &x, 1, DType::kFloat32,
-                                      ReduceOp::kSum); });
+    expect_invalid(
+        [&] { combine_with(Isa::kAvx512, &x, &x, &x, 1, DType::kFloat32, ReduceOp::kSum); });
   }
 }
 
@@ -443,8 +440,7 @@ TEST(ReduceKernels, IntegerArithmeticWraps) {
     for (uint8_t v : out8) ASSERT_EQ(v, 44);
     std::fill(a8.begin(), a8.end(), 16);
     std::fill(b8.begin(), b8.end(), 17);
-    combine_with(isa, out8.data(), a8.data(), b8.data(), kCount, DType::kUInt8,
-                 ReduceOp::kProduct);
+    combine_with(isa, out8.data(), a8.data(), b8.data(), kCount, DType::kUInt8, ReduceOp::kProduct);
     for (uint8_t v : out8) ASSERT_EQ(v, 16);  // 272 mod 256
   }
 }
@@ -498,8 +494,8 @@ TEST(ReduceKernels, BFloat16SumTiesRoundToEven) {
   };
   // 1 + 2^-8 is halfway between 1 (even) and 1 + 2^-7; 1+2^-7 + 2^-8 is halfway between
   // 1 + 2^-7 (odd) and 1 + 2^-6 (even).
-  for (const Case& c : {Case{0x3F80, 0x3B80, 0x3F80}, Case{0x3F81, 0x3B80, 0x3F82},
-                        Case{0xBF81, 0xBB80, 0xBF82}}) {
+  for (const Case& c :
+       {Case{0x3F80, 0x3B80, 0x3F80}, Case{0x3F81, 0x3B80, 0x3F82}, Case{0xBF81, 0xBB80, 0xBF82}}) {
     Inputs in{Bytes(kCount * 2), Bytes(kCount * 2)};
     for (size_t i = 0; i < kCount; ++i) {
       write(in.a, i, c.a);
@@ -519,24 +515,24 @@ TEST(ReduceConversions, HalfClosedForms) {
   EXPECT_EQ(float_to_half(-2.0f), 0xC000);
   EXPECT_EQ(float_to_half(0.0f), 0x0000);
   EXPECT_EQ(float_to_half(-0.0f), 0x8000);
-  EXPECT_EQ(float_to_half(65504.0f), 0x7BFF);   // largest half
-  EXPECT_EQ(float_to_half(65519.0f), 0x7BFF);   // below the midpoint to 65536
-  EXPECT_EQ(float_to_half(65520.0f), 0x7C00);   // the midpoint: ties to even = infinity
+  EXPECT_EQ(float_to_half(65504.0f), 0x7BFF);  // largest half
+  EXPECT_EQ(float_to_half(65519.0f), 0x7BFF);  // below the midpoint to 65536
+  EXPECT_EQ(float_to_half(65520.0f), 0x7C00);  // the midpoint: ties to even = infinity
   EXPECT_EQ(float_to_half(-65520.0f), 0xFC00);
   EXPECT_EQ(float_to_half(1e10f), 0x7C00);
   EXPECT_EQ(float_to_half(std::numeric_limits<float>::infinity()), 0x7C00);
   EXPECT_EQ(float_to_half(-std::numeric_limits<float>::infinity()), 0xFC00);
-  EXPECT_EQ(float_to_half(1.0f + 0x1p-11f), 0x3C00);        // tie, even is down
-  EXPECT_EQ(float_to_half(1.0f + 3 * 0x1p-11f), 0x3C02);    // tie, even is up
+  EXPECT_EQ(float_to_half(1.0f + 0x1p-11f), 0x3C00);      // tie, even is down
+  EXPECT_EQ(float_to_half(1.0f + 3 * 0x1p-11f), 0x3C02);  // tie, even is up
   EXPECT_EQ(float_to_half(1.0f + 0x1p-11f + 0x1p-20f), 0x3C01);
-  EXPECT_EQ(float_to_half(0x1p-14f), 0x0400);               // smallest normal
-  EXPECT_EQ(float_to_half(0x1p-24f), 0x0001);               // smallest subnormal
+  EXPECT_EQ(float_to_half(0x1p-14f), 0x0400);  // smallest normal
+  EXPECT_EQ(float_to_half(0x1p-24f), 0x0001);  // smallest subnormal
   EXPECT_EQ(float_to_half(-0x1p-24f), 0x8001);
-  EXPECT_EQ(float_to_half(1023 * 0x1p-24f), 0x03FF);        // largest subnormal
-  EXPECT_EQ(float_to_half(0x1p-25f), 0x0000);               // tie between 0 and 1 unit
-  EXPECT_EQ(float_to_half(0x1.000002p-25f), 0x0001);        // just above the tie
-  EXPECT_EQ(float_to_half(3 * 0x1p-25f), 0x0002);           // tie between 1 and 2 units
-  EXPECT_EQ(float_to_half(1023.5f * 0x1p-24f), 0x0400);     // tie rounds up into normals
+  EXPECT_EQ(float_to_half(1023 * 0x1p-24f), 0x03FF);     // largest subnormal
+  EXPECT_EQ(float_to_half(0x1p-25f), 0x0000);            // tie between 0 and 1 unit
+  EXPECT_EQ(float_to_half(0x1.000002p-25f), 0x0001);     // just above the tie
+  EXPECT_EQ(float_to_half(3 * 0x1p-25f), 0x0002);        // tie between 1 and 2 units
+  EXPECT_EQ(float_to_half(1023.5f * 0x1p-24f), 0x0400);  // tie rounds up into normals
   EXPECT_EQ(float_to_half(1e-10f), 0x0000);
   EXPECT_EQ(float_to_half(std::bit_cast<float>(0x7F800001u)), 0x7E00);  // sNaN made quiet
   EXPECT_EQ(float_to_half(std::bit_cast<float>(0xFFC02000u)), 0xFE01);  // payload kept
@@ -590,8 +586,8 @@ TEST(ReduceConversions, EveryNonNanPatternRoundTrips) {
 }
 
 TEST(ReduceFinishAverage, IntegersTruncate) {
-  Bytes i32 = pack<int32_t>({7, -7, 10, std::numeric_limits<int32_t>::min(),
-                             std::numeric_limits<int32_t>::max(), 1});
+  Bytes i32 = pack<int32_t>(
+      {7, -7, 10, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), 1});
   finish_average(i32.data(), 6, DType::kInt32, 2);
   EXPECT_EQ(i32, pack<int32_t>({3, -3, 5, -1073741824, 1073741823, 0}));
   Bytes i64 = pack<int64_t>({-9, 9, std::numeric_limits<int64_t>::min()});

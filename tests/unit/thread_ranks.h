@@ -14,8 +14,7 @@
 namespace kolo::testing {
 
 template <typename Fn>
-auto run_thread_ranks(int size, TransportKind transport, Fn fn,
-                      CommunicatorOptions options = {}) {
+auto run_thread_ranks(int size, TransportKind transport, Fn fn, CommunicatorOptions options = {}) {
   using Result = decltype(fn(std::declval<Communicator&>()));
   auto store = std::make_shared<bootstrap::MemoryStore>();
   options.transport = transport;

@@ -15,9 +15,8 @@ class ThreadSweep : public ::testing::TestWithParam<int> {};
 
 TEST_P(ThreadSweep, EveryCollectiveDtypeOpAndSize) {
   const int size = GetParam();
-  auto results = run_thread_ranks(size, TransportKind::kShm, [](Communicator& comm) {
-    return run_sweep(comm, SweepConfig{});
-  });
+  auto results = run_thread_ranks(
+      size, TransportKind::kShm, [](Communicator& comm) { return run_sweep(comm, SweepConfig{}); });
   for (auto& r : results) {
     for (auto& f : r.failures) ADD_FAILURE() << f;
     EXPECT_EQ(r.failed, 0);

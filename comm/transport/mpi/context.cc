@@ -11,7 +11,6 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,11 +25,9 @@ namespace {
 namespace mpi_world = bootstrap::mpi_world;
 using Clock = std::chrono::steady_clock;
 
-// Abort notices travel on their own tag so they never match a data receive.
+// Abort notices are empty messages on their own tag, so they never match a data receive. The
+// reason travels through the store (Context::fail leaves it there before do_abort).
 constexpr int kNoticeTag = 1;
-constexpr int kNoticeBytes = 256;
-// How long a context being destroyed lets its abort notices leave.
-constexpr auto kNoticeLinger = std::chrono::milliseconds(100);
 
 // Backoff while nothing completes: a few tight tests, then yields for a short window (pieces
 // of a moving transfer complete well within it), then sleeps doubling up to 1 ms. Ranks may
@@ -83,17 +80,8 @@ bool mpi_finalized() {
 
 void check_setup(int rc, const char* call) {
   if (rc != MPI_SUCCESS)
-    KOLO_THROW(ErrorCode::kIo, "mpi transport setup: ", call, " failed: ",
-               mpi_world::error_string(rc));
-}
-
-// Notice texts whose sends MPI may still read after their context is gone (the peer never
-// took them). A few hundred bytes per failed context, kept for the life of the process.
-void park_notice(std::unique_ptr<std::string> text) {
-  static std::mutex mutex;
-  static auto* parked = new std::vector<std::unique_ptr<std::string>>();
-  std::lock_guard<std::mutex> lock(mutex);
-  parked->push_back(std::move(text));
+    KOLO_THROW(ErrorCode::kIo, "mpi transport setup: ", call,
+               " failed: ", mpi_world::error_string(rc));
 }
 
 struct WorldId {
@@ -128,18 +116,14 @@ class MpiContext final : public Context {
   std::vector<int> exchange_world_ranks(const ContextOptions& options);
   void create_comm(const std::vector<int>& world_ranks, const std::string& tag);
   bool progress();
-  int take_notice(std::string& text);
+  int take_notice();
   void send_notices();
-  void finish_notices();
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  std::vector<Pair> pairs_;  // by peer rank; our own entry is never used
-  char notice_in_[kNoticeBytes] = {};
+  std::vector<Pair> pairs_;                        // by peer rank; our own entry is never used
   MPI_Request notice_request_ = MPI_REQUEST_NULL;  // the receive for any peer's notice
   int notice_source_ = -1;                         // the peer whose notice we took
-  std::string notice_text_;                        // and what it said
-  std::unique_ptr<std::string> notice_out_;
-  std::vector<MPI_Request> notice_sends_;
+  bool notices_sent_ = false;
 };
 
 MpiContext::MpiContext(const ContextOptions& options) : Context(options) {
@@ -147,14 +131,15 @@ MpiContext::MpiContext(const ContextOptions& options) : Context(options) {
   mpi_world::ensure_initialized();
   auto world_ranks = exchange_world_ranks(options);
   create_comm(world_ranks, options.tag);
+  pairs_.reserve(static_cast<size_t>(size_));
   for (int p = 0; p < size_; ++p) pairs_.emplace_back(comm_, p);
 }
 
 // Every member learns every member's MPI world rank. All members see the same values and so
 // reach the same verdict: either all go on to the collective MPI_Comm_create_group or all throw.
 std::vector<int> MpiContext::exchange_world_ranks(const ContextOptions& options) {
-  std::string mine = std::to_string(mpi_world::world_rank()) + "/" +
-                     std::to_string(mpi_world::world_size());
+  std::string mine =
+      std::to_string(mpi_world::world_rank()) + "/" + std::to_string(mpi_world::world_size());
   auto values =
       bootstrap::store_allgather(*options.store, "mpi", rank_, size_, mine, options.timeout);
   std::vector<int> world_ranks;
@@ -162,12 +147,13 @@ std::vector<int> MpiContext::exchange_world_ranks(const ContextOptions& options)
   WorldId first = parse_world_id(values[0]);
   for (int r = 0; r < size_; ++r) {
     WorldId id = parse_world_id(values[static_cast<size_t>(r)]);
-    KOLO_CHECK_ARG(id.size == first.size, "the mpi transport needs all ranks in one MPI job: ",
-                   describe_peer(0), " is in an MPI world of ", first.size, ", ",
-                   describe_peer(r), " in one of ", id.size, " (start every rank with one mpirun)");
+    KOLO_CHECK_ARG(id.size == first.size,
+                   "the mpi transport needs all ranks in one MPI job: ", describe_peer(0),
+                   " is in an MPI world of ", first.size, ", ", describe_peer(r), " in one of ",
+                   id.size, " (start every rank with one mpirun)");
     auto [it, fresh] = member_of.emplace(id.rank, r);
-    KOLO_CHECK_ARG(fresh, "the mpi transport needs one MPI process per rank, all in one MPI "
-                   "job, but ", describe_peer(it->second), " and ", describe_peer(r),
+    KOLO_CHECK_ARG(fresh, "the mpi transport needs one MPI process per rank, but ",
+                   describe_peer(it->second), " and ", describe_peer(r),
                    " are both MPI world rank ", id.rank, " (start every rank with one mpirun)");
     world_ranks.push_back(id.rank);
   }
@@ -191,8 +177,7 @@ void MpiContext::create_comm(const std::vector<int>& world_ranks, const std::str
   rc = MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(comm_, &comm_rank);
   if (rc == MPI_SUCCESS)
-    rc = MPI_Irecv(notice_in_, kNoticeBytes, MPI_CHAR, MPI_ANY_SOURCE, kNoticeTag, comm_,
-                   &notice_request_);
+    rc = MPI_Irecv(nullptr, 0, MPI_BYTE, MPI_ANY_SOURCE, kNoticeTag, comm_, &notice_request_);
   if (rc != MPI_SUCCESS) MPI_Comm_free(&comm_);
   check_setup(rc, "preparing the communicator");
   KOLO_ASSERT(comm_rank == rank_);
@@ -209,7 +194,6 @@ MpiContext::~MpiContext() {
       MPI_Cancel(&notice_request_);
       MPI_Wait(&notice_request_, MPI_STATUS_IGNORE);
     }
-    finish_notices();
     MPI_Comm_free(&comm_);
   } catch (...) {
     // Only the mutex can throw here; a destructor must not.
@@ -268,26 +252,21 @@ bool MpiContext::progress() {
       }
     }
     if (failed_peer < 0) {
-      std::string text;
-      failed_peer = take_notice(text);
-      if (failed_peer >= 0) how = "it gave up: " + text;
+      failed_peer = take_notice();
+      if (failed_peer >= 0) how = "it aborted";
     }
   }
   if (failed_peer >= 0) throw_peer_lost(failed_peer, how);
   return moved;
 }
 
-// Returns the peer whose abort notice arrived (its text in `text`), or -1.
-int MpiContext::take_notice(std::string& text) {
+// Returns the peer whose abort notice arrived, or -1.
+int MpiContext::take_notice() {
   if (notice_request_ == MPI_REQUEST_NULL) return -1;
   int flag = 0;
   MPI_Status status;
   if (MPI_Test(&notice_request_, &flag, &status) != MPI_SUCCESS || !flag) return -1;
-  int count = 0;
-  MPI_Get_count(&status, MPI_CHAR, &count);
-  notice_text_.assign(notice_in_, static_cast<size_t>(std::clamp(count, 0, kNoticeBytes)));
   notice_source_ = status.MPI_SOURCE;
-  text = notice_text_;
   return notice_source_;
 }
 
@@ -302,37 +281,17 @@ void MpiContext::do_abort() noexcept {
   }
 }
 
-// Tells every other member (but the one that told us) why this rank gave up. A rank that gave
-// up because of a notice passes on the original reason, so every message names the root cause.
+// Tells every other member (but the one that told us) that this rank gave up. The messages
+// are empty, so no buffer has to outlive the context and the requests are released at once.
 void MpiContext::send_notices() {
-  if (notice_out_) return;
-  const std::string& why = notice_source_ >= 0 ? notice_text_ : failure_;
-  notice_out_ = std::make_unique<std::string>(why.substr(0, kNoticeBytes));
-  auto length = static_cast<int>(notice_out_->size());
+  if (notices_sent_) return;
+  notices_sent_ = true;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_ || p == notice_source_) continue;
     MPI_Request request = MPI_REQUEST_NULL;
-    if (MPI_Isend(notice_out_->data(), length, MPI_CHAR, p, kNoticeTag, comm_, &request) ==
-        MPI_SUCCESS)
-      notice_sends_.push_back(request);
+    if (MPI_Isend(nullptr, 0, MPI_BYTE, p, kNoticeTag, comm_, &request) == MPI_SUCCESS)
+      MPI_Request_free(&request);
   }
-}
-
-// Gives the notices a moment to leave; a peer that is gone may never take them, and then the
-// buffer is parked so that MPI never reads freed memory.
-void MpiContext::finish_notices() {
-  if (notice_sends_.empty()) return;
-  auto deadline = Clock::now() + kNoticeLinger;
-  int flag = 0;
-  while (!flag && Clock::now() < deadline) {
-    MPI_Testall(static_cast<int>(notice_sends_.size()), notice_sends_.data(), &flag,
-                MPI_STATUSES_IGNORE);
-    if (!flag) sched_yield();
-  }
-  if (flag) return;
-  for (auto& request : notice_sends_)
-    if (request != MPI_REQUEST_NULL) MPI_Request_free(&request);
-  park_notice(std::move(notice_out_));
 }
 
 }  // namespace

@@ -27,7 +27,9 @@ std::string segment_name(const std::string& job, int rank) {
   return "/kolo-" + job + "-" + std::to_string(rank);
 }
 
-size_t ring_stride(size_t capacity) { return sizeof(RingHeader) + capacity; }
+size_t ring_stride(size_t capacity) {
+  return sizeof(RingHeader) + capacity;
+}
 
 }  // namespace
 
@@ -39,8 +41,8 @@ ShmContext::ShmContext(const ContextOptions& options)
     : Context(options),
       capacity_(static_cast<size_t>(
           env::get_int("KOLO_SHM_BUFFER_BYTES", 4 << 20, 4096, int64_t(1) << 30) / 64 * 64)),
-      segment_bytes_(sizeof(SegmentHeader) + static_cast<size_t>(options.size) *
-                                                 ring_stride(capacity_)),
+      segment_bytes_(sizeof(SegmentHeader) +
+                     static_cast<size_t>(options.size) * ring_stride(capacity_)),
       segments_(static_cast<size_t>(options.size)) {
   map_segments(options);
   for (int p = 0; p < size_; ++p) {
@@ -77,8 +79,8 @@ char* ShmContext::ring_data(int owner, int from) const {
 // mapped, no name is left behind in /dev/shm even if a process is killed later.
 void ShmContext::map_segments(const ContextOptions& options) {
   auto& store = *options.store;
-  if (rank_ == 0) store.set("shm/job", std::to_string(std::random_device{}()) + "-" +
-                                           std::to_string(::getpid()));
+  if (rank_ == 0)
+    store.set("shm/job", std::to_string(std::random_device{}()) + "-" + std::to_string(::getpid()));
   std::string job = store.get("shm/job", timeout_);
   std::string own = segment_name(job, rank_);
   int fd = ::shm_open(own.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -160,8 +162,8 @@ void ShmContext::sleep_until_doorbell(uint32_t seen) {
   self->sleepers.fetch_add(1, std::memory_order_acq_rel);
   // Short sleeps bound how late we notice a dead peer or a passed deadline.
   timespec ts{0, 10 * 1000 * 1000};
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&self->doorbell), FUTEX_WAIT, seen, &ts,
-          nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&self->doorbell), FUTEX_WAIT, seen, &ts, nullptr,
+          0);
   self->sleepers.fetch_sub(1, std::memory_order_acq_rel);
 }
 

@@ -16,8 +16,8 @@ namespace kolo::transport::shm {
 void ring_doorbell(SegmentHeader* header) {
   header->doorbell.fetch_add(1, std::memory_order_release);
   if (header->sleepers.load(std::memory_order_acquire) > 0)
-    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header->doorbell), FUTEX_WAKE, INT_MAX,
-            nullptr, nullptr, 0);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&header->doorbell), FUTEX_WAKE, INT_MAX, nullptr,
+            nullptr, 0);
 }
 
 Pair::Pair(int peer, SegmentHeader* self, SegmentHeader* remote, RingHeader* outbound,

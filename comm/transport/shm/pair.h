@@ -51,7 +51,7 @@ class Pair {
   SegmentHeader* remote_;
   RingHeader* out_;  // lives in the peer's segment: the ring the peer keeps for us
   char* out_data_;
-  RingHeader* in_;   // lives in our segment: the ring we keep for the peer
+  RingHeader* in_;  // lives in our segment: the ring we keep for the peer
   char* in_data_;
   size_t capacity_;
   std::deque<Transfer*> sends_, recvs_;

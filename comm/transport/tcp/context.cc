@@ -155,18 +155,15 @@ bool TcpContext::accept_one(net::Socket& sock, const std::string& tag, net::Dead
   } catch (const Error& e) {
     why = e.code() == ErrorCode::kTimeout ? "no complete handshake in time" : bare_message(e);
   }
-  KOLO_LOG(kWarning, "tcp setup on rank ", rank_, ": refused connection from ", remote, ": ",
-           why);
+  KOLO_LOG(kWarning, "tcp setup on rank ", rank_, ": refused connection from ", remote, ": ", why);
   return false;
 }
 
 // Why an authenticated Hello is still not one of our peers ("" when it is).
 std::string TcpContext::check_hello(const net::Hello& hello, const std::string& tag) const {
   if (hello.role != net::Role::kTransportPeer)
-    return "not a transport peer (role " + std::to_string(static_cast<uint32_t>(hello.role)) +
-           ")";
-  if (hello.tag != tag)
-    return "belongs to communicator '" + hello.tag + "', not '" + tag + "'";
+    return "not a transport peer (role " + std::to_string(static_cast<uint32_t>(hello.role)) + ")";
+  if (hello.tag != tag) return "belongs to communicator '" + hello.tag + "', not '" + tag + "'";
   if (hello.rank <= rank_ || hello.rank >= size_)
     return "claims rank " + std::to_string(hello.rank) + ", expected one of " +
            std::to_string(rank_ + 1) + ".." + std::to_string(size_ - 1);

@@ -44,7 +44,9 @@ void advance(std::deque<Transfer*>& queue, size_t bytes) {
   }
 }
 
-bool would_block(int error) { return error == EAGAIN || error == EWOULDBLOCK; }
+bool would_block(int error) {
+  return error == EAGAIN || error == EWOULDBLOCK;
+}
 
 }  // namespace
 

@@ -1,5 +1,5 @@
 // ForkedJob: fork, run, report through a pipe, reap.
-#include "tests/fault/job.h"
+#include "tests/process/job.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -39,11 +39,12 @@ void ForkedJob::start(const std::function<void(Communicator&, int rank)>& body) 
     KOLO_ASSERT(pid >= 0);
     if (pid == 0) {
       ::close(fds[0]);
+      for (const auto& [name, value] : env_[rank]) ::setenv(name.c_str(), value.c_str(), 1);
       std::string report = "ok";
       try {
         auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds_ * 1000));
-        auto store = std::make_shared<bootstrap::TcpStore>("127.0.0.1", server_->port(), rank,
-                                                           timeout);
+        auto store =
+            std::make_shared<bootstrap::TcpStore>("127.0.0.1", server_->port(), rank, timeout);
         CommunicatorOptions options;
         options.transport = transport_;
         options.timeout = timeout;
@@ -62,7 +63,9 @@ void ForkedJob::start(const std::function<void(Communicator&, int rank)>& body) 
   }
 }
 
-void ForkedJob::kill(int rank, int signal) { ::kill(pids_[static_cast<size_t>(rank)], signal); }
+void ForkedJob::kill(int rank, int signal) {
+  ::kill(pids_[static_cast<size_t>(rank)], signal);
+}
 
 std::vector<Outcome> ForkedJob::collect(double limit_seconds) {
   std::vector<Outcome> outcomes(static_cast<size_t>(size_));

@@ -19,10 +19,10 @@
 namespace kolo::testing {
 
 struct Outcome {
-  bool exited = false;     // reported before the test's deadline
-  bool ok = false;         // the body returned without throwing
-  std::string message;     // the error text when !ok
-  double seconds = 0;      // when it reported, from job start
+  bool exited = false;  // reported before the test's deadline
+  bool ok = false;      // the body returned without throwing
+  std::string message;  // the error text when !ok
+  double seconds = 0;   // when it reported, from job start
 };
 
 class ForkedJob {
@@ -30,6 +30,10 @@ class ForkedJob {
   ForkedJob(int size, TransportKind transport, double timeout_seconds);
   ~ForkedJob();
 
+  // Sets an environment variable in one rank's process only (before start()).
+  void set_env(int rank, const std::string& name, const std::string& value) {
+    env_[rank][name] = value;
+  }
   // Starts every rank (a forked process) running `body`.
   void start(const std::function<void(Communicator&, int rank)>& body);
   void kill(int rank, int signal);
@@ -43,6 +47,7 @@ class ForkedJob {
   TransportKind transport_;
   double timeout_seconds_;
   std::unique_ptr<bootstrap::TcpStoreServer> server_;
+  std::map<int, std::map<std::string, std::string>> env_;
   std::vector<pid_t> pids_;
   std::vector<int> pipes_;
   std::chrono::steady_clock::time_point start_;

@@ -15,7 +15,7 @@
 #include "comm/bootstrap/tcp_store.h"
 #include "comm/net/auth.h"
 #include "comm/net/socket.h"
-#include "tests/fault/job.h"
+#include "tests/process/job.h"
 
 namespace kolo::testing {
 namespace {
@@ -90,7 +90,7 @@ void run_job_under_attack(const std::function<void(int port)>& attack) {
   ForkedJob job(2, TransportKind::kTcp, 20.0);
   job.start([](Communicator& comm, int) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the attack happens now
-    auto sub = comm.split(0, comm.rank());  // needs the store
+    auto sub = comm.split(0, comm.rank());                        // needs the store
     std::vector<int32_t> data(1000, comm.rank() + 1);
     sub->allreduce(data.data(), data.data(), data.size(), DType::kInt32, ReduceOp::kSum);
     if (data[999] != 3) throw std::runtime_error("wrong allreduce result");

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The quick start's test command (and exactly what CI runs): installs what kolo needs, builds
+# it with warnings as errors, checks formatting, and runs the whole test suite with ctest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh
+bash scripts/build.sh
+bash scripts/format --check
+# mpirun refuses to run as root unless told; CI runs as root.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+start=$(date +%s)
+ctest --test-dir build --output-on-failure --timeout 1200 "$@"
+echo "test.sh: ctest took $(( $(date +%s) - start )) s"

@@ -1,0 +1,226 @@
+// Bootstrap pieces: environment parsing, launcher detection, the stores, the handshake and
+// host topology.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "comm/base/dtype.h"
+#include "comm/base/env.h"
+#include "comm/base/error.h"
+#include "comm/bootstrap/host.h"
+#include "comm/bootstrap/launch_env.h"
+#include "comm/bootstrap/store.h"
+#include "comm/bootstrap/tcp_store.h"
+#include "comm/net/auth.h"
+
+namespace kolo {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Sets variables for one test and restores the previous values afterwards.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (auto [name, value] : vars) {
+      const char* old = std::getenv(name);
+      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+      if (value) ::setenv(name, value, 1);
+      else ::unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto& [name, value] : saved_) {
+      if (value) ::setenv(name.c_str(), value->c_str(), 1);
+      else ::unsetenv(name.c_str());
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+// Every launcher variable unset, so each test sets only what it means.
+ScopedEnv clean_launch_env() {
+  return ScopedEnv{{"KOLO_RANK", nullptr}, {"KOLO_SIZE", nullptr}, {"KOLO_ADDR", nullptr},
+                   {"KOLO_PORT", nullptr}, {"KOLO_LOCAL_RANK", nullptr}, {"RANK", nullptr},
+                   {"WORLD_SIZE", nullptr}, {"LOCAL_RANK", nullptr}, {"MASTER_ADDR", nullptr},
+                   {"MASTER_PORT", nullptr}, {"SLURM_PROCID", nullptr},
+                   {"SLURM_NTASKS", nullptr}, {"SLURM_LOCALID", nullptr},
+                   {"OMPI_COMM_WORLD_RANK", nullptr}, {"OMPI_COMM_WORLD_SIZE", nullptr},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr}, {"PMI_RANK", nullptr},
+                   {"PMI_SIZE", nullptr}};
+}
+
+template <typename Fn>
+std::string error_of(Fn fn, ErrorCode code) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no kolo::Error thrown";
+  return "";
+}
+
+TEST(Env, InvalidValuesNameTheSettingAndTheRange) {
+  ScopedEnv env{{"KOLO_TIMEOUT_SECONDS", "soon"}};
+  std::string message = error_of([] { env::timeout(); }, ErrorCode::kInvalidArgument);
+  EXPECT_NE(message.find("KOLO_TIMEOUT_SECONDS='soon'"), std::string::npos) << message;
+  EXPECT_NE(message.find("expected a number in"), std::string::npos) << message;
+  ScopedEnv negative{{"KOLO_TIMEOUT_SECONDS", "-1"}};
+  error_of([] { env::timeout(); }, ErrorCode::kInvalidArgument);
+  ScopedEnv good{{"KOLO_TIMEOUT_SECONDS", "2.5"}};
+  EXPECT_EQ(env::timeout(), 2500ms);
+}
+
+TEST(Env, NamesParseWithAliasesAndRefuseUnknownOnes) {
+  EXPECT_EQ(parse_dtype("bf16", "x"), DType::kBFloat16);
+  EXPECT_EQ(parse_dtype("FP16", "x"), DType::kFloat16);
+  EXPECT_EQ(parse_op("mean", "x"), ReduceOp::kAverage);
+  EXPECT_EQ(parse_transport("tcp", "x"), TransportKind::kTcp);
+  std::string message =
+      error_of([] { parse_transport("carrier-pigeon", "KOLO_TRANSPORT"); },
+               ErrorCode::kInvalidArgument);
+  EXPECT_NE(message.find("KOLO_TRANSPORT='carrier-pigeon'"), std::string::npos) << message;
+  EXPECT_NE(message.find("auto, shm, tcp, mpi"), std::string::npos) << message;
+}
+
+TEST(LaunchEnv, EachLauncherIsRecognised) {
+  auto clean = clean_launch_env();
+  EXPECT_EQ(bootstrap::detect_launch().launcher, "single");
+  {
+    ScopedEnv env{{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"},
+                  {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}};
+    auto info = bootstrap::detect_launch();
+    EXPECT_EQ(info.launcher, "mpi");
+    EXPECT_EQ(info.rank, 3);
+    EXPECT_EQ(info.size, 8);
+    EXPECT_EQ(info.local_rank, 1);
+    EXPECT_TRUE(info.addr.empty());
+  }
+  {
+    ScopedEnv env{{"SLURM_PROCID", "2"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "0"}};
+    auto info = bootstrap::detect_launch();
+    EXPECT_EQ(info.launcher, "slurm");
+    EXPECT_EQ(info.rank, 2);
+  }
+  {
+    ScopedEnv env{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.1.2.3"},
+                  {"MASTER_PORT", "1234"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "9"}};
+    auto info = bootstrap::detect_launch();  // torchrun's variables win over Slurm's
+    EXPECT_EQ(info.launcher, "torchrun");
+    EXPECT_EQ(info.rank, 1);
+    EXPECT_EQ(info.size, 2);
+    EXPECT_EQ(info.addr, "10.1.2.3");
+    EXPECT_EQ(info.port, 1234);
+  }
+  {
+    ScopedEnv env{{"KOLO_RANK", "0"}, {"KOLO_SIZE", "3"}, {"KOLO_ADDR", "127.0.0.1"},
+                  {"RANK", "5"}, {"WORLD_SIZE", "6"}};
+    auto info = bootstrap::detect_launch();  // explicit KOLO_* wins over everything
+    EXPECT_EQ(info.launcher, "kolo");
+    EXPECT_EQ(info.size, 3);
+    EXPECT_EQ(info.port, bootstrap::kDefaultStorePort);
+  }
+}
+
+TEST(LaunchEnv, InconsistentVariablesAreRefused) {
+  auto clean = clean_launch_env();
+  {
+    ScopedEnv env{{"RANK", "1"}};
+    auto message = error_of([] { bootstrap::detect_launch(); }, ErrorCode::kInvalidArgument);
+    EXPECT_NE(message.find("WORLD_SIZE"), std::string::npos) << message;
+  }
+  {
+    ScopedEnv env{{"KOLO_RANK", "4"}, {"KOLO_SIZE", "4"}};
+    auto message = error_of([] { bootstrap::detect_launch(); }, ErrorCode::kInvalidArgument);
+    EXPECT_NE(message.find("KOLO_RANK=4"), std::string::npos) << message;
+  }
+  {
+    ScopedEnv env{{"KOLO_RANK", "0"}, {"KOLO_SIZE", "2"}, {"KOLO_PORT", "99999"}};
+    error_of([] { bootstrap::detect_launch(); }, ErrorCode::kInvalidArgument);
+  }
+}
+
+void exercise_store(bootstrap::Store& a, bootstrap::Store& b) {
+  // get() waits for a set from another client.
+  std::thread setter([&] {
+    std::this_thread::sleep_for(50ms);
+    a.set("late", std::string("bin\0ary", 7));
+  });
+  EXPECT_EQ(b.get("late", 5s), std::string("bin\0ary", 7));
+  setter.join();
+  // add() is atomic across clients.
+  std::thread t1([&] { for (int i = 0; i < 100; ++i) a.add("n", 1); });
+  std::thread t2([&] { for (int i = 0; i < 100; ++i) b.add("n", 2); });
+  t1.join();
+  t2.join();
+  EXPECT_EQ(a.add("n", 0), 300);
+  auto message = error_of([&] { b.get("never", 100ms); }, ErrorCode::kTimeout);
+  EXPECT_NE(message.find("never"), std::string::npos) << message;
+  // The client recovers after a timed-out get.
+  a.set("after", "x");
+  EXPECT_EQ(b.get("after", 1s), "x");
+}
+
+TEST(Store, MemoryStore) {
+  bootstrap::MemoryStore store;
+  exercise_store(store, store);
+}
+
+TEST(Store, TcpStoreAcrossClients) {
+  bootstrap::TcpStoreServer server("127.0.0.1", 0);
+  bootstrap::TcpStore a("127.0.0.1", server.port(), 0, 5s);
+  bootstrap::TcpStore b("127.0.0.1", server.port(), 1, 5s);
+  exercise_store(a, b);
+}
+
+TEST(Store, BarrierAndAllgather) {
+  auto store = std::make_shared<bootstrap::MemoryStore>();
+  std::vector<std::vector<std::string>> got(4);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 4; ++r)
+    threads.emplace_back([&, r] {
+      bootstrap::PrefixStore prefixed(store, "p");
+      bootstrap::store_barrier(prefixed, "b", 4, 5s);
+      got[r] = bootstrap::store_allgather(prefixed, "g", r, 4, std::to_string(r * r), 5s);
+    });
+  for (auto& t : threads) t.join();
+  for (auto& g : got) EXPECT_EQ(g, (std::vector<std::string>{"0", "1", "4", "9"}));
+}
+
+TEST(Auth, HelloVerifiesOnlyWithTheSameSecretAndNonce) {
+  auto challenge = net::make_challenge();
+  net::Hello hello{net::Role::kTransportPeer, 5, "w.s0c1"};
+  auto bytes = net::make_hello(challenge, hello, "secret");
+  auto back = net::verify_hello(bytes.data(), challenge, "secret");
+  EXPECT_EQ(back.rank, 5);
+  EXPECT_EQ(back.tag, "w.s0c1");
+  error_of([&] { net::verify_hello(bytes.data(), challenge, "other"); }, ErrorCode::kAuth);
+  error_of([&] { net::verify_hello(bytes.data(), net::make_challenge(), "secret"); },
+           ErrorCode::kAuth);  // a replay against a new nonce
+  bytes[12] ^= 1;              // tampered rank
+  error_of([&] { net::verify_hello(bytes.data(), challenge, "secret"); }, ErrorCode::kAuth);
+  bytes[0] = 'X';
+  auto message = error_of([&] { net::verify_hello(bytes.data(), challenge, "secret"); },
+                          ErrorCode::kAuth);
+  EXPECT_NE(message.find("magic"), std::string::npos) << message;
+}
+
+TEST(Topology, LocalAndCrossRanksFollowHostIdentity) {
+  std::vector<std::string> hosts{"a", "b", "a", "c", "b", "a"};
+  auto t = bootstrap::compute_topology(hosts, 4);
+  EXPECT_EQ(t.local_rank, 1);
+  EXPECT_EQ(t.local_size, 2);
+  EXPECT_EQ(t.cross_rank, 1);
+  EXPECT_EQ(t.cross_size, 3);
+  EXPECT_EQ(t.host_of_rank, (std::vector<int>{0, 1, 0, 2, 1, 0}));
+}
+
+}  // namespace
+}  // namespace kolo

@@ -1,0 +1,114 @@
+// Communicator behaviour beyond the sweep: argument errors, split, the tcp transport with
+// thread ranks, timeouts and the failed state.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <numeric>
+
+#include "comm/base/error.h"
+#include "tests/unit/thread_ranks.h"
+
+namespace kolo::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+template <typename Fn>
+std::string error_of(Fn fn, ErrorCode code) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no kolo::Error thrown";
+  return "";
+}
+
+TEST(Communicator, BadArgumentsAreRefusedWithTheirNames) {
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    std::vector<float> v(8);
+    auto m = error_of([&] { comm.broadcast(v.data(), 8, DType::kFloat32, 2); },
+                      ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find("root 2"), std::string::npos) << m;
+    m = error_of([&] { comm.allreduce(nullptr, v.data(), 8, DType::kFloat32, ReduceOp::kSum); },
+                 ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find("send buffer is null"), std::string::npos) << m;
+    m = error_of([&] { comm.allgatherv(v.data(), 1, v.data(), {1, 1, 1}, DType::kFloat32); },
+                 ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find("3 vs 2"), std::string::npos) << m;
+    CollectiveOptions tree{Algorithm::kTree};
+    m = error_of([&] { comm.allreduce(v.data(), v.data(), 8, DType::kFloat32, ReduceOp::kSum, tree); },
+                 ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find("'tree'"), std::string::npos) << m;
+    error_of([&] { comm.split(-5, 0); }, ErrorCode::kInvalidArgument);
+    // Bad input fails before anything is sent: the communicator still works.
+    comm.allreduce(v.data(), v.data(), 8, DType::kFloat32, ReduceOp::kSum);
+    return 0;
+  });
+}
+
+TEST(Communicator, SplitOrdersByKeyAndReducesWithinColors) {
+  auto sizes = run_thread_ranks(6, TransportKind::kShm, [](Communicator& comm) {
+    auto sub = comm.split(comm.rank() % 2, -comm.rank());  // reversed order within a color
+    int64_t v = comm.rank();
+    sub->allreduce(&v, &v, 1, DType::kInt64, ReduceOp::kSum);
+    int64_t want = comm.rank() % 2 ? 1 + 3 + 5 : 0 + 2 + 4;
+    EXPECT_EQ(v, want);
+    EXPECT_EQ(sub->rank(), 2 - comm.rank() / 2);
+    EXPECT_EQ(sub->world_ranks()[static_cast<size_t>(sub->rank())], comm.rank());
+    auto nested = sub->split(0, sub->rank());  // a split of a split
+    nested->barrier();
+    return sub->size();
+  });
+  for (int s : sizes) EXPECT_EQ(s, 3);
+}
+
+TEST(Communicator, TcpTransportWithThreadRanks) {
+  run_thread_ranks(3, TransportKind::kTcp, [](Communicator& comm) {
+    EXPECT_EQ(comm.transport(), TransportKind::kTcp);
+    std::vector<double> v(100003);
+    std::iota(v.begin(), v.end(), comm.rank());
+    comm.allreduce(v.data(), v.data(), v.size(), DType::kFloat64, ReduceOp::kMax);
+    EXPECT_EQ(v[0], 2.0);
+    EXPECT_EQ(v[100002], 100004.0);
+    return 0;
+  });
+}
+
+TEST(Communicator, AMissingRankTimesOutAndLeavesTheCommunicatorFailed) {
+  CommunicatorOptions options;
+  options.timeout = 300ms;
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    std::vector<float> v(1000, 1.0f);
+    if (comm.rank() == 1) {
+      std::this_thread::sleep_for(1s);  // never joins the first allreduce
+      return 0;
+    }
+    auto start = std::chrono::steady_clock::now();
+    auto m = error_of([&] { comm.allreduce(v.data(), v.data(), v.size(), DType::kFloat32, ReduceOp::kSum); },
+                      ErrorCode::kTimeout);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 900ms);
+    EXPECT_NE(m.find("allreduce of 4000 B on rank 0"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 1"), std::string::npos) << m;
+    m = error_of([&] { comm.barrier(); }, ErrorCode::kPeerLost);
+    EXPECT_NE(m.find("already failed"), std::string::npos) << m;
+    return 0;
+  }, options);
+}
+
+TEST(Communicator, EnvironmentSelectsTransportAndRejectsBadValues) {
+  ::setenv("KOLO_TRANSPORT", "tcp", 1);
+  run_thread_ranks(2, TransportKind::kAuto, [](Communicator& comm) {
+    EXPECT_EQ(comm.transport(), TransportKind::kTcp);
+    return 0;
+  });
+  ::setenv("KOLO_TRANSPORT", "smoke-signals", 1);
+  auto m = error_of([] { run_thread_ranks(1, TransportKind::kAuto, [](Communicator&) { return 0; }); },
+                    ErrorCode::kInvalidArgument);
+  EXPECT_NE(m.find("KOLO_TRANSPORT"), std::string::npos) << m;
+  ::unsetenv("KOLO_TRANSPORT");
+}
+
+}  // namespace
+}  // namespace kolo::testing
