@@ -15,6 +15,7 @@
 #include "comm/bootstrap/tcp_store.h"
 #include "comm/net/socket.h"
 #include "comm/transport/context.h"
+#include "comm/transport/shm/context.h"
 
 namespace kolo {
 namespace {
@@ -110,6 +111,7 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
   comm->options_ = options;
   auto timeout = options.timeout.value_or(env::timeout());
   auto store = std::make_shared<bootstrap::PrefixStore>(base, comm->tag_);
+  comm->store_ = store;
 
   auto hosts =
       bootstrap::store_allgather(*store, "host", rank, size, bootstrap::host_identity(), timeout);
@@ -126,7 +128,10 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
         topo.cross_size > 1 && !env::get("KOLO_TCP_ADDR") ? net::routable_address() : "";
     transport::ContextOptions ctx{store, comm->tag_, rank, size, comm->world_ranks_, timeout, bind};
     comm->context_ = transport::create_context(comm->transport_, ctx);
+    comm->shm_ = dynamic_cast<transport::shm::ShmContext*>(comm->context_.get());
   }
+  if (auto text = env::get("KOLO_ALGORITHM"))
+    comm->env_algorithm_ = parse_algorithm(*text, "KOLO_ALGORITHM");
   KOLO_LOG(kDebug, "communicator ", comm->tag_, ": rank ", rank, " of ", size, ", transport ",
            transport_name(comm->transport_), ", ", topo.cross_size, " host(s)");
   return comm;

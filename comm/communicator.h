@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "comm/base/dtype.h"
@@ -20,7 +21,10 @@ class Store;
 }
 namespace transport {
 class Context;
+namespace shm {
+class ShmContext;
 }
+}  // namespace transport
 
 struct CommunicatorOptions {
   // kAuto: KOLO_TRANSPORT if set, else shm on one host, mpi under mpirun, tcp otherwise.
@@ -30,8 +34,10 @@ struct CommunicatorOptions {
 };
 
 struct CollectiveOptions {
-  // kAuto: KOLO_ALGORITHM if set, else kolo's choice. This build implements ring (and the
-  // chain / pairwise / dissemination schedules the other collectives use).
+  // kAuto: KOLO_ALGORITHM where it fits this collective, else kolo's choice (cost model).
+  // allreduce: ring, tree, halving_doubling; on shm also low_latency and direct.
+  // reduce_scatter, allgather, broadcast: ring (chain for broadcast); on shm also direct.
+  // alltoall and barrier: ring (pairwise exchange and dissemination).
   Algorithm algorithm = Algorithm::kAuto;
 };
 
@@ -55,6 +61,9 @@ class Communicator {
   int cross_size() const { return cross_size_; }
   TransportKind transport() const { return transport_; }
   const std::vector<int>& world_ranks() const { return world_ranks_; }
+  // This communicator's view of the rendezvous store (keys are prefixed per communicator);
+  // for baselines and tools that need their own rendezvous alongside kolo's.
+  std::shared_ptr<bootstrap::Store> store() const { return store_; }
 
   // recv = op over ranks of send. In place when send == recv.
   void allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
@@ -83,6 +92,11 @@ class Communicator {
                  const CollectiveOptions& options = {});
   void barrier(const CollectiveOptions& options = {});
 
+  // The algorithm a collective of `bytes` would use with these options (kAuto resolved), e.g.
+  // choose_algorithm("allreduce", 8, {}). Throws for a requested algorithm that does not fit.
+  Algorithm choose_algorithm(std::string_view collective, size_t bytes,
+                             const CollectiveOptions& options = {}) const;
+
   // Collective over this communicator: ranks with the same color form a new communicator,
   // ordered by (key, rank). kUndefinedColor gives nullptr.
   std::shared_ptr<Communicator> split(int color, int key);
@@ -97,10 +111,10 @@ class Communicator {
                                              std::string tag, int rank, int size,
                                              std::vector<int> world_ranks,
                                              const CommunicatorOptions& options);
-  Algorithm resolve_algorithm(const CollectiveOptions& options, const char* collective) const;
-  void begin(const char* collective, size_t bytes, const CollectiveOptions& options);
+  Algorithm begin(const char* collective, size_t bytes, const CollectiveOptions& options);
 
   std::shared_ptr<bootstrap::Store> base_store_;
+  std::shared_ptr<bootstrap::Store> store_;  // base_store_ with this communicator's prefix
   std::string tag_;
   int rank_ = 0, size_ = 1;
   int local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
@@ -109,6 +123,9 @@ class Communicator {
   TransportKind transport_ = TransportKind::kAuto;
   CommunicatorOptions options_;
   std::unique_ptr<transport::Context> context_;  // null when size() == 1
+  transport::shm::ShmContext* shm_ = nullptr;    // context_ when it is shm
+  Algorithm env_algorithm_ = Algorithm::kAuto;   // KOLO_ALGORITHM, read at creation
+  Algorithm last_algorithm_ = Algorithm::kAuto;  // for logging changes of choice
   int splits_ = 0;
   std::shared_ptr<Communicator> local_, cross_;
 };

@@ -2,13 +2,17 @@
 // dispatch to the algorithms in comm/collectives/.
 #include <cstring>
 #include <numeric>
+#include <string_view>
 
 #include "comm/base/env.h"
 #include "comm/base/error.h"
+#include "comm/base/log.h"
 #include "comm/collectives/collectives.h"
+#include "comm/collectives/cost_model.h"
 #include "comm/communicator.h"
 #include "comm/reduce/reduce.h"
 #include "comm/transport/context.h"
+#include "comm/transport/shm/context.h"
 
 namespace kolo {
 namespace {
@@ -30,21 +34,57 @@ std::vector<size_t> prefix_offsets(const std::vector<size_t>& bytes) {
 
 }  // namespace
 
-Algorithm Communicator::resolve_algorithm(const CollectiveOptions& options,
-                                          const char* collective) const {
-  Algorithm algorithm = options.algorithm;
-  if (algorithm == Algorithm::kAuto)
-    if (auto text = env::get("KOLO_ALGORITHM"))
-      algorithm = parse_algorithm(*text, "KOLO_ALGORITHM");
-  KOLO_CHECK_ARG(algorithm == Algorithm::kAuto || algorithm == Algorithm::kRing, collective,
-                 ": algorithm '", algorithm_name(algorithm),
-                 "' is not available in this build; accepted: auto, ring");
-  return Algorithm::kRing;
+namespace {
+
+bool fits(std::string_view collective, Algorithm algorithm, bool shm, bool shm_direct,
+          size_t bytes) {
+  const bool allreduce = collective == "allreduce";
+  switch (algorithm) {
+    case Algorithm::kAuto:
+    case Algorithm::kRing: return true;
+    case Algorithm::kTree:
+    case Algorithm::kHalvingDoubling: return allreduce;
+    case Algorithm::kLowLatency:
+      return allreduce && shm && bytes <= transport::shm::kSmallSlotBytes;
+    case Algorithm::kDirect:
+      return shm_direct && (allreduce || collective == "reduce_scatter" ||
+                            collective == "allgather" || collective == "broadcast");
+    default: return false;
+  }
 }
 
-void Communicator::begin(const char* collective, size_t bytes, const CollectiveOptions& options) {
-  resolve_algorithm(options, collective);
-  if (context_) context_->set_operation(detail::concat(collective, " of ", bytes, " B"));
+}  // namespace
+
+Algorithm Communicator::choose_algorithm(std::string_view collective, size_t bytes,
+                                         const CollectiveOptions& options) const {
+  const bool shm = shm_ != nullptr, direct = shm && shm_->can_read_peers();
+  Algorithm algorithm = options.algorithm;
+  // KOLO_ALGORITHM is a preference: it applies where it fits, kolo chooses elsewhere.
+  if (algorithm == Algorithm::kAuto && fits(collective, env_algorithm_, shm, direct, bytes))
+    algorithm = env_algorithm_;
+  KOLO_CHECK_ARG(fits(collective, algorithm, shm, direct, bytes), collective, " of ", bytes,
+                 " B: algorithm '", algorithm_name(algorithm), "' is not available with the ",
+                 transport_name(transport_), " transport; accepted: auto, ring",
+                 collective == "allreduce" ? ", tree, halving_doubling" : "",
+                 shm && collective == "allreduce" ? ", low_latency (small messages)" : "",
+                 direct ? ", direct" : "");
+  if (algorithm != Algorithm::kAuto) return algorithm;
+  if (collective == "allreduce")
+    return collectives::choose_allreduce(transport_, direct, bytes, size_);
+  return fits(collective, Algorithm::kDirect, shm, direct, bytes) ? Algorithm::kDirect
+                                                                  : Algorithm::kRing;
+}
+
+Algorithm Communicator::begin(const char* collective, size_t bytes,
+                              const CollectiveOptions& options) {
+  Algorithm algorithm = choose_algorithm(collective, bytes, options);
+  if (context_) context_->set_operation(collective, bytes);
+  if (algorithm != last_algorithm_ && log::threshold() <= log::Level::kDebug) {
+    KOLO_LOG(kDebug, collective, " of ", bytes, " B on ", size_, " ranks over ",
+             transport_name(transport_), ": algorithm ", algorithm_name(algorithm));
+  }
+  last_algorithm_ = algorithm;
+  return algorithm;
 }
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
@@ -52,10 +92,26 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DType d
   check_buffer(send, count, "allreduce", "send");
   check_buffer(recv, count, "allreduce", "receive");
   const size_t bytes = count * dtype_size(dtype);
-  begin("allreduce", bytes, options);
+  Algorithm algorithm = begin("allreduce", bytes, options);
+  if (size_ == 1 || count == 0) {
+    copy_if_distinct(recv, send, bytes);
+    return;
+  }
+  switch (algorithm) {
+    case Algorithm::kLowLatency:
+      return collectives::shm_low_latency_allreduce(*shm_, send, recv, count, dtype, op);
+    case Algorithm::kDirect:
+      return collectives::shm_direct_allreduce(*shm_, send, recv, count, dtype, op);
+    default: break;
+  }
   copy_if_distinct(recv, send, bytes);
-  if (size_ == 1 || count == 0) return;
-  collectives::ring_allreduce(*context_, recv, count, dtype, op);
+  switch (algorithm) {
+    case Algorithm::kTree: collectives::tree_allreduce(*context_, recv, count, dtype, op); break;
+    case Algorithm::kHalvingDoubling:
+      collectives::halving_doubling_allreduce(*context_, recv, count, dtype, op);
+      break;
+    default: collectives::ring_allreduce(*context_, recv, count, dtype, op); break;
+  }
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
@@ -63,11 +119,13 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
   check_buffer(send, recv_count, "reduce_scatter", "send");
   check_buffer(recv, recv_count, "reduce_scatter", "receive");
   const size_t bytes = recv_count * dtype_size(dtype);
-  begin("reduce_scatter", bytes * static_cast<size_t>(size_), options);
+  Algorithm algorithm = begin("reduce_scatter", bytes * static_cast<size_t>(size_), options);
   if (size_ == 1 || recv_count == 0) {
     copy_if_distinct(recv, send, bytes);
     return;
   }
+  if (algorithm == Algorithm::kDirect)
+    return collectives::shm_direct_reduce_scatter(*shm_, send, recv, recv_count, dtype, op);
   collectives::ring_reduce_scatter(*context_, send, recv, recv_count, dtype, op);
 }
 
@@ -88,10 +146,13 @@ void Communicator::allgatherv(const void* send, size_t send_count, void* recv,
   const size_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
   check_buffer(send, send_count, "allgatherv", "send");
   check_buffer(recv, total, "allgatherv", "receive");
-  begin("allgather", total * esize, options);
+  Algorithm algorithm = begin("allgather", total * esize, options);
   size_t own = std::accumulate(recv_counts.begin(), recv_counts.begin() + rank_, size_t{0});
   copy_if_distinct(static_cast<char*>(recv) + own * esize, send, send_count * esize);
   if (size_ == 1 || total == 0) return;
+  if (algorithm == Algorithm::kDirect)
+    return collectives::shm_direct_allgatherv(*shm_, static_cast<char*>(recv) + own * esize, recv,
+                                              recv_counts, dtype);
   collectives::ring_allgatherv(*context_, recv, recv_counts, dtype);
 }
 
@@ -101,8 +162,10 @@ void Communicator::broadcast(void* data, size_t count, DType dtype, int root,
                  ")");
   check_buffer(data, count, "broadcast", "data");
   const size_t bytes = count * dtype_size(dtype);
-  begin("broadcast", bytes, options);
+  Algorithm algorithm = begin("broadcast", bytes, options);
   if (size_ == 1 || bytes == 0) return;
+  if (algorithm == Algorithm::kDirect)
+    return collectives::shm_direct_broadcast(*shm_, data, bytes, root);
   collectives::chain_broadcast(*context_, data, bytes, root);
 }
 

@@ -54,7 +54,8 @@ const char* op_name(ReduceOp op) {
 
 const char* algorithm_name(Algorithm algorithm) {
   static const char* const kNames[] = {"auto",         "ring", "tree", "halving_doubling",
-                                       "hierarchical", "mpi",  "gloo"};
+                                       "hierarchical", "mpi",  "gloo", "low_latency",
+                                       "direct"};
   return kNames[static_cast<int>(algorithm)];
 }
 
@@ -95,14 +96,16 @@ ReduceOp parse_op(std::string_view text, std::string_view setting) {
 }
 
 Algorithm parse_algorithm(std::string_view text, std::string_view setting) {
-  static const std::array<std::pair<const char*, Algorithm>, 7> kTable{
+  static const std::array<std::pair<const char*, Algorithm>, 9> kTable{
       {{"auto", Algorithm::kAuto},
        {"ring", Algorithm::kRing},
        {"tree", Algorithm::kTree},
        {"halving_doubling", Algorithm::kHalvingDoubling},
        {"hierarchical", Algorithm::kHierarchical},
        {"mpi", Algorithm::kMpi},
-       {"gloo", Algorithm::kGloo}}};
+       {"gloo", Algorithm::kGloo},
+       {"low_latency", Algorithm::kLowLatency},
+       {"direct", Algorithm::kDirect}}};
   return parse_name(text, setting, "algorithm", kTable);
 }
 

@@ -15,7 +15,9 @@ inline constexpr int kNumDTypes = 7;
 enum class ReduceOp : uint8_t { kSum, kAverage, kMin, kMax, kProduct };
 inline constexpr int kNumReduceOps = 5;
 
-// Collective algorithm. kAuto lets kolo choose; the others force one.
+// Collective algorithm. kAuto lets kolo choose; the others force one. kLowLatency and kDirect
+// are shared-memory algorithms (shm transport only): small allreduces through flags and slots,
+// and single-copy reads of the peers' buffers.
 enum class Algorithm : uint8_t {
   kAuto,
   kRing,
@@ -23,7 +25,9 @@ enum class Algorithm : uint8_t {
   kHalvingDoubling,
   kHierarchical,
   kMpi,
-  kGloo
+  kGloo,
+  kLowLatency,
+  kDirect,
 };
 
 // Point-to-point transport under a Communicator. kAuto: shm when every rank is on one host,

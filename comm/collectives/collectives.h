@@ -9,6 +9,10 @@
 #include "comm/base/dtype.h"
 #include "comm/transport/context.h"
 
+namespace kolo::transport::shm {
+class ShmContext;
+}
+
 namespace kolo::collectives {
 
 using transport::Context;
@@ -27,6 +31,14 @@ Block even_block(size_t count, int blocks, int b);
 
 // In place: reduce-scatter then allgather around the ring.
 void ring_allreduce(Context& ctx, void* data, size_t count, DType dtype, ReduceOp op);
+// Pipelined double binary tree (comm/collectives/tree.cc): two complementary binary trees
+// each reduce and broadcast half of the buffer, so every rank sends and receives about one
+// buffer's worth; latency grows with log2(size) instead of size.
+void tree_allreduce(Context& ctx, void* data, size_t count, DType dtype, ReduceOp op);
+// Recursive halving-doubling, Rabenseifner (comm/collectives/halving_doubling.cc):
+// reduce-scatter by recursive halving, allgather by recursive doubling; sizes that are not a
+// power of two fold the extra ranks into partners first.
+void halving_doubling_allreduce(Context& ctx, void* data, size_t count, DType dtype, ReduceOp op);
 // send holds size * recv_count elements; rank r receives the reduction of block r.
 void ring_reduce_scatter(Context& ctx, const void* send, void* recv, size_t recv_count, DType dtype,
                          ReduceOp op);
@@ -40,6 +52,20 @@ void pairwise_alltoallv(Context& ctx, const char* send, const std::vector<size_t
                         const std::vector<size_t>& send_offsets, char* recv,
                         const std::vector<size_t>& recv_bytes,
                         const std::vector<size_t>& recv_offsets);
+// Shared-memory collectives (comm/collectives/shm_direct.cc), for communicators whose
+// transport is shm. low_latency needs count * dtype size <= shm::kSmallSlotBytes; the direct
+// ones need ShmContext::can_read_peers(). send may equal recv.
+void shm_low_latency_allreduce(transport::shm::ShmContext& ctx, const void* send, void* recv,
+                               size_t count, DType dtype, ReduceOp op);
+void shm_direct_allreduce(transport::shm::ShmContext& ctx, const void* send, void* recv,
+                          size_t count, DType dtype, ReduceOp op);
+void shm_direct_reduce_scatter(transport::shm::ShmContext& ctx, const void* send, void* recv,
+                               size_t recv_count, DType dtype, ReduceOp op);
+// recv already holds this rank's block; the others are read from the peers' send buffers.
+void shm_direct_allgatherv(transport::shm::ShmContext& ctx, const void* send, void* recv,
+                           const std::vector<size_t>& counts, DType dtype);
+void shm_direct_broadcast(transport::shm::ShmContext& ctx, void* data, size_t bytes, int root);
+
 // Dissemination barrier: ceil(log2(size)) rounds of one-byte messages.
 void dissemination_barrier(Context& ctx);
 

@@ -1,6 +1,8 @@
 // Context: the transport-independent part (failure state, error messages, factory).
 #include "comm/transport/context.h"
 
+#include <string_view>
+
 #include "comm/base/log.h"
 #include "comm/bootstrap/store.h"
 #include "comm/transport/shm/context.h"
@@ -49,6 +51,11 @@ void Context::wait_all(std::vector<Transfer>& transfers) {
   for (auto& t : transfers) wait(&t);
 }
 
+std::string Context::operation() const {
+  if (std::string_view(collective_) == "setup") return "setup";
+  return detail::concat(collective_, " of ", operation_bytes_, " B");
+}
+
 std::string Context::describe_peer(int peer) const {
   std::string text = "rank " + std::to_string(peer);
   int world = global_ranks_[static_cast<size_t>(peer)];
@@ -71,7 +78,7 @@ void Context::fail(const std::string& why) {
 }
 
 void Context::throw_timeout(int peer) const {
-  KOLO_THROW(ErrorCode::kTimeout, operation_, " on rank ", rank_, ": no progress with ",
+  KOLO_THROW(ErrorCode::kTimeout, operation(), " on rank ", rank_, ": no progress with ",
              describe_peer(peer), " for ", timeout_.count() / 1000.0,
              " s (KOLO_TIMEOUT_SECONDS); the peer is stuck, dead, or not calling the same "
              "collective");
@@ -96,7 +103,7 @@ void Context::throw_peer_lost(int peer, const std::string& how) const {
   } catch (const Error&) {
     // No reason left behind: the peer died without a word.
   }
-  KOLO_THROW(ErrorCode::kPeerLost, operation_, " on rank ", rank_, ": lost ", describe_peer(peer),
+  KOLO_THROW(ErrorCode::kPeerLost, operation(), " on rank ", rank_, ": lost ", describe_peer(peer),
              ": ", how, reported);
 }
 

@@ -73,9 +73,13 @@ class Context {
   void wait(Transfer* t);
   void wait_all(std::vector<Transfer>& transfers);
 
-  // Names the collective in progress, for error messages ("allreduce of 4096 B").
-  void set_operation(std::string what) { operation_ = std::move(what); }
-  const std::string& operation() const { return operation_; }
+  // Names the collective in progress, for error messages ("allreduce of 4096 B"). Cheap: the
+  // text is only built when an error needs it. `collective` must be a string literal.
+  void set_operation(const char* collective, size_t bytes) {
+    collective_ = collective;
+    operation_bytes_ = bytes;
+  }
+  std::string operation() const;
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
@@ -103,7 +107,8 @@ class Context {
   std::shared_ptr<bootstrap::Store> store_;  // for abort reasons: "abort/<rank>"
   std::vector<int> global_ranks_;
   std::chrono::milliseconds timeout_;
-  std::string operation_ = "setup";
+  const char* collective_ = "setup";
+  size_t operation_bytes_ = 0;
   std::string failure_;
 };
 

@@ -28,14 +28,18 @@ class ScopedEnv {
     for (auto [name, value] : vars) {
       const char* old = std::getenv(name);
       saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-      if (value) ::setenv(name, value, 1);
-      else ::unsetenv(name);
+      if (value)
+        ::setenv(name, value, 1);
+      else
+        ::unsetenv(name);
     }
   }
   ~ScopedEnv() {
     for (auto& [name, value] : saved_) {
-      if (value) ::setenv(name.c_str(), value->c_str(), 1);
-      else ::unsetenv(name.c_str());
+      if (value)
+        ::setenv(name.c_str(), value->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
     }
   }
 
@@ -45,13 +49,23 @@ class ScopedEnv {
 
 // Every launcher variable unset, so each test sets only what it means.
 ScopedEnv clean_launch_env() {
-  return ScopedEnv{{"KOLO_RANK", nullptr}, {"KOLO_SIZE", nullptr}, {"KOLO_ADDR", nullptr},
-                   {"KOLO_PORT", nullptr}, {"KOLO_LOCAL_RANK", nullptr}, {"RANK", nullptr},
-                   {"WORLD_SIZE", nullptr}, {"LOCAL_RANK", nullptr}, {"MASTER_ADDR", nullptr},
-                   {"MASTER_PORT", nullptr}, {"SLURM_PROCID", nullptr},
-                   {"SLURM_NTASKS", nullptr}, {"SLURM_LOCALID", nullptr},
-                   {"OMPI_COMM_WORLD_RANK", nullptr}, {"OMPI_COMM_WORLD_SIZE", nullptr},
-                   {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr}, {"PMI_RANK", nullptr},
+  return ScopedEnv{{"KOLO_RANK", nullptr},
+                   {"KOLO_SIZE", nullptr},
+                   {"KOLO_ADDR", nullptr},
+                   {"KOLO_PORT", nullptr},
+                   {"KOLO_LOCAL_RANK", nullptr},
+                   {"RANK", nullptr},
+                   {"WORLD_SIZE", nullptr},
+                   {"LOCAL_RANK", nullptr},
+                   {"MASTER_ADDR", nullptr},
+                   {"MASTER_PORT", nullptr},
+                   {"SLURM_PROCID", nullptr},
+                   {"SLURM_NTASKS", nullptr},
+                   {"SLURM_LOCALID", nullptr},
+                   {"OMPI_COMM_WORLD_RANK", nullptr},
+                   {"OMPI_COMM_WORLD_SIZE", nullptr},
+                   {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr},
+                   {"PMI_RANK", nullptr},
                    {"PMI_SIZE", nullptr}};
 }
 
@@ -83,9 +97,8 @@ TEST(Env, NamesParseWithAliasesAndRefuseUnknownOnes) {
   EXPECT_EQ(parse_dtype("FP16", "x"), DType::kFloat16);
   EXPECT_EQ(parse_op("mean", "x"), ReduceOp::kAverage);
   EXPECT_EQ(parse_transport("tcp", "x"), TransportKind::kTcp);
-  std::string message =
-      error_of([] { parse_transport("carrier-pigeon", "KOLO_TRANSPORT"); },
-               ErrorCode::kInvalidArgument);
+  std::string message = error_of([] { parse_transport("carrier-pigeon", "KOLO_TRANSPORT"); },
+                                 ErrorCode::kInvalidArgument);
   EXPECT_NE(message.find("KOLO_TRANSPORT='carrier-pigeon'"), std::string::npos) << message;
   EXPECT_NE(message.find("auto, shm, tcp, mpi"), std::string::npos) << message;
 }
@@ -94,7 +107,8 @@ TEST(LaunchEnv, EachLauncherIsRecognised) {
   auto clean = clean_launch_env();
   EXPECT_EQ(bootstrap::detect_launch().launcher, "single");
   {
-    ScopedEnv env{{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"},
+    ScopedEnv env{{"OMPI_COMM_WORLD_RANK", "3"},
+                  {"OMPI_COMM_WORLD_SIZE", "8"},
                   {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}};
     auto info = bootstrap::detect_launch();
     EXPECT_EQ(info.launcher, "mpi");
@@ -110,7 +124,7 @@ TEST(LaunchEnv, EachLauncherIsRecognised) {
     EXPECT_EQ(info.rank, 2);
   }
   {
-    ScopedEnv env{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.1.2.3"},
+    ScopedEnv env{{"RANK", "1"},           {"WORLD_SIZE", "2"},   {"MASTER_ADDR", "10.1.2.3"},
                   {"MASTER_PORT", "1234"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "9"}};
     auto info = bootstrap::detect_launch();  // torchrun's variables win over Slurm's
     EXPECT_EQ(info.launcher, "torchrun");
@@ -120,8 +134,11 @@ TEST(LaunchEnv, EachLauncherIsRecognised) {
     EXPECT_EQ(info.port, 1234);
   }
   {
-    ScopedEnv env{{"KOLO_RANK", "0"}, {"KOLO_SIZE", "3"}, {"KOLO_ADDR", "127.0.0.1"},
-                  {"RANK", "5"}, {"WORLD_SIZE", "6"}};
+    ScopedEnv env{{"KOLO_RANK", "0"},
+                  {"KOLO_SIZE", "3"},
+                  {"KOLO_ADDR", "127.0.0.1"},
+                  {"RANK", "5"},
+                  {"WORLD_SIZE", "6"}};
     auto info = bootstrap::detect_launch();  // explicit KOLO_* wins over everything
     EXPECT_EQ(info.launcher, "kolo");
     EXPECT_EQ(info.size, 3);
@@ -156,8 +173,12 @@ void exercise_store(bootstrap::Store& a, bootstrap::Store& b) {
   EXPECT_EQ(b.get("late", 5s), std::string("bin\0ary", 7));
   setter.join();
   // add() is atomic across clients.
-  std::thread t1([&] { for (int i = 0; i < 100; ++i) a.add("n", 1); });
-  std::thread t2([&] { for (int i = 0; i < 100; ++i) b.add("n", 2); });
+  std::thread t1([&] {
+    for (int i = 0; i < 100; ++i) a.add("n", 1);
+  });
+  std::thread t2([&] {
+    for (int i = 0; i < 100; ++i) b.add("n", 2);
+  });
   t1.join();
   t2.join();
   EXPECT_EQ(a.add("n", 0), 300);
@@ -207,8 +228,8 @@ TEST(Auth, HelloVerifiesOnlyWithTheSameSecretAndNonce) {
   bytes[12] ^= 1;              // tampered rank
   error_of([&] { net::verify_hello(bytes.data(), challenge, "secret"); }, ErrorCode::kAuth);
   bytes[0] = 'X';
-  auto message = error_of([&] { net::verify_hello(bytes.data(), challenge, "secret"); },
-                          ErrorCode::kAuth);
+  auto message =
+      error_of([&] { net::verify_hello(bytes.data(), challenge, "secret"); }, ErrorCode::kAuth);
   EXPECT_NE(message.find("magic"), std::string::npos) << message;
 }
 

@@ -34,12 +34,16 @@ TEST(Communicator, BadArgumentsAreRefusedWithTheirNames) {
     m = error_of([&] { comm.allreduce(nullptr, v.data(), 8, DType::kFloat32, ReduceOp::kSum); },
                  ErrorCode::kInvalidArgument);
     EXPECT_NE(m.find("send buffer is null"), std::string::npos) << m;
-    m = error_of([&] { comm.allgatherv(v.data(), 1, v.data(), {1, 1, 1}, DType::kFloat32); },
-                 ErrorCode::kInvalidArgument);
+    m = error_of(
+        [&] {
+          comm.allgatherv(v.data(), 1, v.data(), {1, 1, 1}, DType::kFloat32);
+        },
+        ErrorCode::kInvalidArgument);
     EXPECT_NE(m.find("3 vs 2"), std::string::npos) << m;
     CollectiveOptions tree{Algorithm::kTree};
-    m = error_of([&] { comm.allreduce(v.data(), v.data(), 8, DType::kFloat32, ReduceOp::kSum, tree); },
-                 ErrorCode::kInvalidArgument);
+    m = error_of(
+        [&] { comm.allreduce(v.data(), v.data(), 8, DType::kFloat32, ReduceOp::kSum, tree); },
+        ErrorCode::kInvalidArgument);
     EXPECT_NE(m.find("'tree'"), std::string::npos) << m;
     error_of([&] { comm.split(-5, 0); }, ErrorCode::kInvalidArgument);
     // Bad input fails before anything is sent: the communicator still works.
@@ -79,22 +83,26 @@ TEST(Communicator, TcpTransportWithThreadRanks) {
 TEST(Communicator, AMissingRankTimesOutAndLeavesTheCommunicatorFailed) {
   CommunicatorOptions options;
   options.timeout = 300ms;
-  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
-    std::vector<float> v(1000, 1.0f);
-    if (comm.rank() == 1) {
-      std::this_thread::sleep_for(1s);  // never joins the first allreduce
-      return 0;
-    }
-    auto start = std::chrono::steady_clock::now();
-    auto m = error_of([&] { comm.allreduce(v.data(), v.data(), v.size(), DType::kFloat32, ReduceOp::kSum); },
-                      ErrorCode::kTimeout);
-    EXPECT_LT(std::chrono::steady_clock::now() - start, 900ms);
-    EXPECT_NE(m.find("allreduce of 4000 B on rank 0"), std::string::npos) << m;
-    EXPECT_NE(m.find("rank 1"), std::string::npos) << m;
-    m = error_of([&] { comm.barrier(); }, ErrorCode::kPeerLost);
-    EXPECT_NE(m.find("already failed"), std::string::npos) << m;
-    return 0;
-  }, options);
+  run_thread_ranks(
+      2, TransportKind::kShm,
+      [](Communicator& comm) {
+        std::vector<float> v(1000, 1.0f);
+        if (comm.rank() == 1) {
+          std::this_thread::sleep_for(1s);  // never joins the first allreduce
+          return 0;
+        }
+        auto start = std::chrono::steady_clock::now();
+        auto m = error_of(
+            [&] { comm.allreduce(v.data(), v.data(), v.size(), DType::kFloat32, ReduceOp::kSum); },
+            ErrorCode::kTimeout);
+        EXPECT_LT(std::chrono::steady_clock::now() - start, 900ms);
+        EXPECT_NE(m.find("allreduce of 4000 B on rank 0"), std::string::npos) << m;
+        EXPECT_NE(m.find("rank 1"), std::string::npos) << m;
+        m = error_of([&] { comm.barrier(); }, ErrorCode::kPeerLost);
+        EXPECT_NE(m.find("already failed"), std::string::npos) << m;
+        return 0;
+      },
+      options);
 }
 
 TEST(Communicator, EnvironmentSelectsTransportAndRejectsBadValues) {
@@ -104,8 +112,9 @@ TEST(Communicator, EnvironmentSelectsTransportAndRejectsBadValues) {
     return 0;
   });
   ::setenv("KOLO_TRANSPORT", "smoke-signals", 1);
-  auto m = error_of([] { run_thread_ranks(1, TransportKind::kAuto, [](Communicator&) { return 0; }); },
-                    ErrorCode::kInvalidArgument);
+  auto m =
+      error_of([] { run_thread_ranks(1, TransportKind::kAuto, [](Communicator&) { return 0; }); },
+               ErrorCode::kInvalidArgument);
   EXPECT_NE(m.find("KOLO_TRANSPORT"), std::string::npos) << m;
   ::unsetenv("KOLO_TRANSPORT");
 }

@@ -8,9 +8,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <random>
+#include <thread>
+
+#include <immintrin.h>
+#include <sys/uio.h>
 
 #include "comm/base/env.h"
 #include "comm/base/log.h"
@@ -45,6 +50,8 @@ ShmContext::ShmContext(const ContextOptions& options)
                      static_cast<size_t>(options.size) * ring_stride(capacity_)),
       segments_(static_cast<size_t>(options.size)) {
   map_segments(options);
+  oversubscribed_ = size_ > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  probe_cross_process_reads(options);
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) {
       pairs_.push_back(nullptr);
@@ -176,6 +183,128 @@ void ShmContext::check_peers(Transfer* t) {
   for (auto& pair : pairs_)
     if (pair && !pair->idle() && lost(*pair))
       throw_peer_lost(pair->peer(), "its process exited or it aborted");
+}
+
+// Each rank publishes the address of a known value in its own address space; every rank
+// tries to read it from every peer. The direct collectives run only if all reads worked
+// everywhere (containers often forbid process_vm_readv) and KOLO_SHM_DIRECT allows them.
+void ShmContext::probe_cross_process_reads(const ContextOptions& options) {
+  auto& store = *options.store;
+  SegmentHeader* self = header(rank_);
+  self->cma_probe = kMagic ^ static_cast<uint64_t>(rank_);
+  self->published[0] = reinterpret_cast<uint64_t>(&self->cma_probe);
+  bootstrap::store_barrier(store, "shm/probe", size_, timeout_);
+  bool ok = env::get_bool("KOLO_SHM_DIRECT", true);
+  for (int p = 0; ok && p < size_; ++p) {
+    if (p == rank_ || same_process(p)) continue;
+    uint64_t value = 0;
+    iovec local{&value, sizeof value};
+    iovec remote{reinterpret_cast<void*>(header(p)->published[0]), sizeof value};
+    ok = ::process_vm_readv(header(p)->pid, &local, 1, &remote, 1, 0) == sizeof value &&
+         value == (kMagic ^ static_cast<uint64_t>(p));
+  }
+  auto votes =
+      bootstrap::store_allgather(store, "shm/direct", rank_, size_, ok ? "1" : "0", timeout_);
+  can_read_peers_ = std::all_of(votes.begin(), votes.end(), [](auto& v) { return v == "1"; });
+  if (!can_read_peers_)
+    KOLO_LOG(kInfo, "shm: direct reads between ranks are unavailable; using the ring path");
+}
+
+bool ShmContext::same_process(int peer) const {
+  return header(peer)->pid == ::getpid();
+}
+
+void ShmContext::publish(int index, const void* address) {
+  KOLO_ASSERT(index >= 0 && index < kMaxPublished);
+  header(rank_)->published[index] = reinterpret_cast<uint64_t>(address);
+}
+
+const char* ShmContext::peer_address(int peer, int index) const {
+  return reinterpret_cast<const char*>(header(peer)->published[index]);
+}
+
+char* ShmContext::small_slot_of(int rank, uint64_t generation) const {
+  return header(rank)->small_slots[generation % 2];
+}
+
+uint64_t ShmContext::generation() const {
+  return header(rank_)->generation.load(std::memory_order_relaxed);
+}
+
+void ShmContext::arrive(uint64_t generation) {
+  header(rank_)->generation.store(generation, std::memory_order_release);
+  for (int p = 0; p < size_; ++p)
+    if (p != rank_) ring_doorbell(header(p));
+}
+
+uint64_t ShmContext::sync() {
+  uint64_t generation = this->generation() + 1;
+  arrive(generation);
+  wait_generation(generation);
+  return generation;
+}
+
+// Waits until every peer has arrived at `generation`: a short spin when ranks have cores to
+// themselves (the latency of small collectives), then yields, then sleeps on the doorbell.
+void ShmContext::wait_generation(uint64_t generation) {
+  using Clock = std::chrono::steady_clock;
+  SegmentHeader* self = header(rank_);
+  auto first_missing = [&]() {
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && header(p)->generation.load(std::memory_order_acquire) < generation)
+        return p;
+    return -1;
+  };
+  const int spins = oversubscribed_ ? 0 : 20000;
+  for (int i = 0; i < spins; ++i) {
+    if (first_missing() < 0) return;
+    _mm_pause();
+  }
+  auto last_progress = Clock::now(), last_check = last_progress;
+  int missing = first_missing(), idle_rounds = 0;
+  while (missing >= 0) {
+    uint32_t seen = self->doorbell.load(std::memory_order_acquire);
+    int now_missing = first_missing();
+    if (now_missing != missing) last_progress = Clock::now();
+    if ((missing = now_missing) < 0) return;
+    if (++idle_rounds < kSpinsBeforeSleep) {
+      ::sched_yield();
+      continue;
+    }
+    auto now = Clock::now();
+    if (now - last_check >= kLivenessInterval) {
+      check_peer_alive(missing);
+      last_check = now;
+    }
+    if (now - last_progress >= timeout_) throw_timeout(missing);
+    sleep_until_doorbell(seen);
+  }
+}
+
+void ShmContext::check_peer_alive(int peer) {
+  if (pairs_[static_cast<size_t>(peer)]->peer_gone())
+    throw_peer_lost(peer, "its process exited or it aborted");
+}
+
+void ShmContext::read_peer(int peer, const void* remote, void* local, size_t bytes) {
+  if (bytes == 0) return;
+  if (same_process(peer)) {
+    std::memcpy(local, remote, bytes);
+    return;
+  }
+  auto* to = static_cast<char*>(local);
+  auto* from = static_cast<const char*>(remote);
+  while (bytes > 0) {
+    iovec l{to, bytes}, r{const_cast<char*>(from), bytes};
+    ssize_t n = ::process_vm_readv(header(peer)->pid, &l, 1, &r, 1, 0);
+    if (n <= 0) {
+      if (n < 0 && errno == ESRCH) throw_peer_lost(peer, "its process exited");
+      KOLO_THROW_ERRNO(operation(), ": reading ", bytes, " B from ", describe_peer(peer));
+    }
+    to += n;
+    from += n;
+    bytes -= static_cast<size_t>(n);
+  }
 }
 
 void ShmContext::do_abort() noexcept {

@@ -19,6 +19,26 @@ class ShmContext : public Context {
   ~ShmContext() override;
   TransportKind kind() const override { return TransportKind::kShm; }
 
+  // --- Direct access, for the shm-only collectives of comm/collectives/shm_direct.cc ---
+  // True when every rank can read every peer's memory: all ranks are threads of one process,
+  // or cross-process reads (process_vm_readv, "CMA") work between all of them.
+  bool can_read_peers() const { return can_read_peers_; }
+  // Barrier over shared-memory flags. Also the publication point: addresses passed to
+  // publish() before it are visible to peers after it. Returns this rank's new generation.
+  uint64_t sync();
+  void publish(int index, const void* address);
+  const char* peer_address(int peer, int index) const;
+  // Copies `bytes` at `remote` (an address in peer's address space) to `local`.
+  void read_peer(int peer, const void* remote, void* local, size_t bytes);
+  bool same_process(int peer) const;
+  // This rank's small-message slot for `generation`, and a peer's (in the shared mapping).
+  char* small_slot(uint64_t generation) { return small_slot_of(rank_, generation); }
+  char* small_slot_of(int rank, uint64_t generation) const;
+  // Announces arrival at `generation` without waiting; wait_generation() then waits for all.
+  void arrive(uint64_t generation);
+  void wait_generation(uint64_t generation);
+  uint64_t generation() const;
+
  protected:
   void do_post(Transfer* t) override;
   void do_wait(Transfer* t) override;
@@ -35,11 +55,15 @@ class ShmContext : public Context {
   void map_segments(const ContextOptions& options);
   void sleep_until_doorbell(uint32_t seen);
   void check_peers(Transfer* t);
+  void check_peer_alive(int peer);
+  void probe_cross_process_reads(const ContextOptions& options);
 
   size_t capacity_;
   size_t segment_bytes_;
   std::vector<Mapping> segments_;  // by rank; ours included
   std::vector<std::unique_ptr<Pair>> pairs_;
+  bool can_read_peers_ = false;
+  bool oversubscribed_ = false;  // more ranks than cores on this host: never spin
 };
 
 }  // namespace kolo::transport::shm

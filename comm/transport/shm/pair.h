@@ -16,12 +16,24 @@
 
 namespace kolo::transport::shm {
 
+// Bytes of each rank's small-message slot (two slots, used alternately by generation).
+inline constexpr size_t kSmallSlotBytes = 8192;
+// How many buffer addresses a rank can publish for one direct collective.
+inline constexpr int kMaxPublished = 4;
+
 struct alignas(64) SegmentHeader {
   uint64_t magic;
   int32_t pid;
   std::atomic<uint32_t> aborted;
   alignas(64) std::atomic<uint32_t> doorbell;  // bumped by peers on every state change
   std::atomic<uint32_t> sleepers;              // > 0 while the owner sleeps on the doorbell
+  // Direct collectives (comm/collectives/shm_direct.cc): `generation` counts this rank's
+  // arrivals at shm barriers; `published` holds buffer addresses (in this rank's address space)
+  // that peers read with process_vm_readv once they have seen the matching generation.
+  alignas(64) std::atomic<uint64_t> generation;
+  uint64_t published[kMaxPublished];
+  uint64_t cma_probe;  // a known value peers read to test whether cross-process reads work
+  alignas(64) char small_slots[2][kSmallSlotBytes];
 };
 
 // Single-producer single-consumer byte ring; head and tail count bytes ever written / read.

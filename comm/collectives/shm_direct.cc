@@ -1,0 +1,132 @@
+// Collectives that use shared memory directly instead of messages (shm transport only).
+//
+// low_latency (small allreduce): every rank copies its input into its small slot in shared
+// memory and arrives at a new generation; once all have arrived, every rank reduces all slots
+// in rank order, so every rank computes the same bits. Slots alternate by generation, so no
+// closing barrier is needed: a rank can only reuse a slot two generations later, after every
+// peer has arrived at the generation in between, i.e. finished reading.
+//
+// direct (larger messages): ranks publish their buffer addresses and meet at a barrier; rank r
+// then reads block r of every peer's input straight from the peer's memory (process_vm_readv,
+// or plainly when the ranks are threads of one process) in cache-sized chunks and combines it
+// into its own output, then after a second barrier copies every other block from its owner's
+// output. A last barrier keeps every buffer alive until nobody reads it any more. Each byte
+// crosses between processes once: no rings, no intermediate copies in shared memory.
+#include <algorithm>
+#include <cstring>
+
+#include "comm/collectives/collectives.h"
+#include "comm/reduce/reduce.h"
+#include "comm/transport/shm/context.h"
+
+namespace kolo::collectives {
+namespace {
+
+constexpr size_t kChunkBytes = 128 * 1024;  // fits L2 with room for the combine's operands
+
+char* chunk_buffer() {
+  alignas(64) static thread_local char buffer[kChunkBytes];
+  return buffer;
+}
+
+// dst[0..bytes) = input[0..bytes) op (the same range of every peer's published buffer
+// `index`, at byte offset `offset`), peers taken in a fixed order after `ctx.rank()`.
+void reduce_from_peers(transport::shm::ShmContext& ctx, int index, size_t offset, const char* input,
+                       char* dst, size_t bytes, DType dtype, ReduceOp op) {
+  const int n = ctx.size();
+  const size_t esize = dtype_size(dtype);
+  const size_t chunk = kChunkBytes / esize * esize;
+  for (size_t at = 0; at < bytes; at += chunk) {
+    const size_t len = std::min(chunk, bytes - at);
+    const char* a = input + at;
+    for (int step = 1; step < n; ++step) {
+      const int peer = (ctx.rank() + step) % n;
+      const char* remote = ctx.peer_address(peer, index) + offset + at;
+      const char* b = remote;
+      if (!ctx.same_process(peer)) {
+        ctx.read_peer(peer, remote, chunk_buffer(), len);
+        b = chunk_buffer();
+      }
+      reduce::combine(dst + at, a, b, len / esize, dtype, op);
+      a = dst + at;
+    }
+  }
+}
+
+}  // namespace
+
+void shm_low_latency_allreduce(transport::shm::ShmContext& ctx, const void* send, void* recv,
+                               size_t count, DType dtype, ReduceOp op) {
+  const int n = ctx.size();
+  const size_t bytes = count * dtype_size(dtype);
+  KOLO_ASSERT(bytes <= transport::shm::kSmallSlotBytes);
+  const uint64_t generation = ctx.generation() + 1;
+  std::memcpy(ctx.small_slot(generation), send, bytes);
+  ctx.arrive(generation);
+  ctx.wait_generation(generation);
+  reduce::combine(recv, ctx.small_slot_of(0, generation), ctx.small_slot_of(1, generation), count,
+                  dtype, op);
+  for (int p = 2; p < n; ++p)
+    reduce::combine(recv, recv, ctx.small_slot_of(p, generation), count, dtype, op);
+  if (op == ReduceOp::kAverage) reduce::finish_average(recv, count, dtype, n);
+}
+
+void shm_direct_allreduce(transport::shm::ShmContext& ctx, const void* send, void* recv,
+                          size_t count, DType dtype, ReduceOp op) {
+  const int n = ctx.size(), r = ctx.rank();
+  const size_t esize = dtype_size(dtype);
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  ctx.publish(0, send);
+  ctx.publish(1, recv);
+  ctx.sync();  // inputs ready and addresses visible
+  const Block mine = even_block(count, n, r);
+  const size_t offset = mine.offset * esize;
+  reduce_from_peers(ctx, 0, offset, in + offset, out + offset, mine.count * esize, dtype, op);
+  if (op == ReduceOp::kAverage) reduce::finish_average(out + offset, mine.count, dtype, n);
+  ctx.sync();  // every block reduced by its owner
+  for (int step = 1; step < n; ++step) {
+    const int peer = (r + step) % n;
+    const Block b = even_block(count, n, peer);
+    ctx.read_peer(peer, ctx.peer_address(peer, 1) + b.offset * esize, out + b.offset * esize,
+                  b.count * esize);
+  }
+  ctx.sync();  // nobody reads our buffers any more
+}
+
+void shm_direct_reduce_scatter(transport::shm::ShmContext& ctx, const void* send, void* recv,
+                               size_t recv_count, DType dtype, ReduceOp op) {
+  const size_t bytes = recv_count * dtype_size(dtype);
+  const size_t offset = static_cast<size_t>(ctx.rank()) * bytes;
+  ctx.publish(0, send);
+  ctx.sync();
+  reduce_from_peers(ctx, 0, offset, static_cast<const char*>(send) + offset,
+                    static_cast<char*>(recv), bytes, dtype, op);
+  if (op == ReduceOp::kAverage) reduce::finish_average(recv, recv_count, dtype, ctx.size());
+  ctx.sync();
+}
+
+void shm_direct_allgatherv(transport::shm::ShmContext& ctx, const void* send, void* recv,
+                           const std::vector<size_t>& counts, DType dtype) {
+  const int n = ctx.size();
+  const size_t esize = dtype_size(dtype);
+  ctx.publish(0, send);
+  ctx.sync();
+  size_t offset = 0;
+  for (int p = 0; p < n; ++p) {
+    const size_t bytes = counts[static_cast<size_t>(p)] * esize;
+    if (p != ctx.rank())
+      ctx.read_peer(p, ctx.peer_address(p, 0), static_cast<char*>(recv) + offset, bytes);
+    offset += bytes;
+  }
+  ctx.sync();
+}
+
+void shm_direct_broadcast(transport::shm::ShmContext& ctx, void* data, size_t bytes, int root) {
+  ctx.publish(0, data);
+  ctx.sync();
+  if (ctx.rank() != root) ctx.read_peer(root, ctx.peer_address(root, 0), data, bytes);
+  ctx.sync();
+}
+
+}  // namespace kolo::collectives
