@@ -23,6 +23,7 @@ endmacro()
 
 find_package(Threads REQUIRED)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
+find_package(nlohmann_json 3.10 REQUIRED)
 
 find_package(MPI COMPONENTS C QUIET)
 kolo_dependency(MPI MPI_C_FOUND)

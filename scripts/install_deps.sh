@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libopenmpi-dev openmpi-bin libucx-dev libhwloc-dev libgloo-dev
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcli11-dev clang-format iproute2 procps
+  nlohmann-json3-dev libcli11-dev clang-format iproute2 procps python3-matplotlib
 )
 
 missing=()

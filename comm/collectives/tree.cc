@@ -18,9 +18,9 @@
 //     parent (the root has it already) and sends it to its children;
 // where D = floor(log2 n). Every message sent in phase p is received in phase p + 1 by the step
 // of the same kind and tree, so the two ranks of a link post it in the same order even when
-// both trees use the link; and a wait in phase p depends only on what was posted in phase p - 1,
-// so no rank can block another. Segment s is reduced one level per phase and broadcast one level
-// per phase while the next segments follow it.
+// both trees use the link; and a wait in phase p depends only on what other ranks posted in
+// earlier phases, so no rank can block another. Segment s is reduced one level per phase and
+// broadcast one level per phase while the next segments follow it.
 #include <algorithm>
 #include <bit>
 #include <cstdint>

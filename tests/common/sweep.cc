@@ -60,11 +60,11 @@ size_t phase_of(size_t index) {
   return index % kValuePeriod;
 }
 
-void run_allreduce(Case& c, bool in_place) {
+void run_allreduce(Case& c, bool in_place, Algorithm algorithm) {
   auto send = filled(c.dtype, c.op, c.comm.rank(), c.count);
   auto recv = make_buffer(c.dtype, c.count);
   char* out = in_place ? send.data() : recv.data();
-  c.comm.allreduce(send.data(), out, c.count, c.dtype, c.op);
+  c.comm.allreduce(send.data(), out, c.count, c.dtype, c.op, CollectiveOptions{algorithm});
   check(c, out, c.count, expected_pattern(c.dtype, c.op, c.comm.size()), 0, c.op);
   c.same_everywhere = true;
   c.hash = fnv1a(out, c.count * dtype_size(c.dtype));
@@ -158,14 +158,15 @@ void run_alltoall(Case& c, bool variable) {
   c.finish(recv, recv_total);
 }
 
-// Random fp inputs: the ring rounds after each of its n-1 additions, so the error is bounded by
-// (n-1) * u * sum|x| (u = unit roundoff) plus the final rounding u * |sum|.
-void run_random_sum(Case& c) {
+// Random fp inputs: every algorithm rounds after each of its n-1 additions, so the error is bounded
+// by (n-1) * u * sum|x| (u = unit roundoff) plus the final rounding u * |sum|.
+void run_random_sum(Case& c, Algorithm algorithm) {
   const int n = c.comm.size(), r = c.comm.rank();
   auto data = make_buffer(c.dtype, c.count);
   for (size_t i = 0; i < c.count; ++i)
     store(c.dtype, data.data(), i, random_value(c.dtype, 7, r, i));
-  c.comm.allreduce(data.data(), data.data(), c.count, c.dtype, ReduceOp::kSum);
+  c.comm.allreduce(data.data(), data.data(), c.count, c.dtype, ReduceOp::kSum,
+                   CollectiveOptions{algorithm});
   const double u = unit_roundoff(c.dtype);
   for (size_t i = 0; i < c.count; ++i) {
     double sum = 0, abs_sum = 0;
@@ -239,7 +240,8 @@ SweepResult run_sweep(Communicator& comm, const SweepConfig& config) {
       for (ReduceOp op : config.ops) {
         // Alternate in place and out of place so both are covered for every size.
         bool in_place = (count + static_cast<size_t>(op)) % 2 == 0;
-        run("allreduce", dtype, op, count, [&](Case& c) { run_allreduce(c, in_place); });
+        run("allreduce", dtype, op, count,
+            [&](Case& c) { run_allreduce(c, in_place, config.algorithm); });
         run("reduce_scatter", dtype, op, count, run_reduce_scatter);
       }
       run("allgather", dtype, sum, count, [](Case& c) { run_allgather(c, false); });
@@ -249,7 +251,7 @@ SweepResult run_sweep(Communicator& comm, const SweepConfig& config) {
       run("alltoallv", dtype, sum, count, [](Case& c) { run_alltoall(c, true); });
       // Random values are checked element by element: kept to the smaller sizes.
       if (is_floating(dtype) && count <= kRandomSumMaxCount)
-        run("random_sum", dtype, sum, count, run_random_sum);
+        run("random_sum", dtype, sum, count, [&](Case& c) { run_random_sum(c, config.algorithm); });
     }
     run("barrier", DType::kUInt8, sum, count, [](Case& c) { c.comm.barrier(); });
   }

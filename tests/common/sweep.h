@@ -24,6 +24,8 @@ struct SweepConfig {
   std::vector<std::string> collectives{"allreduce",  "reduce_scatter", "allgather",
                                        "allgatherv", "broadcast",      "alltoall",
                                        "alltoallv",  "barrier",        "random_sum"};
+  // The allreduce algorithm that allreduce and random_sum cases ask for.
+  Algorithm algorithm = Algorithm::kAuto;
 };
 
 struct SweepResult {

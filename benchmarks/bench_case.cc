@@ -1,0 +1,246 @@
+// Sizes, buffers and the check pattern of allreduce_bw. Inputs are small integers chosen so that
+// every reduction is exact in every dtype; only avg (a division) and fp16/bf16 get a tolerance.
+#include "benchmarks/bench_case.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "comm/reduce/reduce.h"
+
+namespace kolo::bench {
+namespace {
+
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+
+template <typename T>
+T encode(double v) {
+  return static_cast<T>(v);
+}
+template <>
+Half encode<Half>(double v) {
+  return {reduce::float_to_half(static_cast<float>(v))};
+}
+template <>
+BFloat16 encode<BFloat16>(double v) {
+  return {reduce::float_to_bfloat16(static_cast<float>(v))};
+}
+template <typename T>
+double decode(T v) {
+  return static_cast<double>(v);
+}
+double decode(Half v) {
+  return reduce::half_to_float(v.bits);
+}
+double decode(BFloat16 v) {
+  return reduce::bfloat16_to_float(v.bits);
+}
+
+// Calls f(T{}) with the C++ type that stores `dtype`.
+template <typename F>
+void visit_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat32: return f(float{});
+    case DType::kFloat64: return f(double{});
+    case DType::kFloat16: return f(Half{});
+    case DType::kBFloat16: return f(BFloat16{});
+    case DType::kInt32: return f(int32_t{});
+    case DType::kInt64: return f(int64_t{});
+    case DType::kUInt8: return f(uint8_t{});
+  }
+}
+
+bool is_integer(DType dtype) {
+  return dtype == DType::kInt32 || dtype == DType::kInt64 || dtype == DType::kUInt8;
+}
+
+// Rank r's element at global index g is 1 + (7g + 3r) mod m, with m small enough that n * m
+// is exact in the dtype. For prod, exactly one rank per element holds 2 and the others 1.
+class Pattern {
+ public:
+  explicit Pattern(const BenchCase& c)
+      : c_(c), product_(reduces(c.coll) && c.op == ReduceOp::kProduct) {
+    double exact = 1e15;
+    if (c.dtype == DType::kUInt8) exact = 255;
+    if (c.dtype == DType::kFloat16) exact = 2048;
+    if (c.dtype == DType::kBFloat16) exact = 256;
+    if (c.dtype == DType::kFloat32) exact = 16777216;
+    modulus_ = static_cast<size_t>(std::clamp(exact / c.nranks, 1.0, 17.0));
+    period_ = product_ ? static_cast<size_t>(c.nranks) : modulus_;
+  }
+  size_t period() const { return period_; }
+  double value(int rank, size_t g) const {
+    if (product_) return (g + static_cast<size_t>(rank)) % period_ == 0 ? 2 : 1;
+    return 1.0 + static_cast<double>((g % modulus_ * 7 + static_cast<size_t>(rank) * 3) % modulus_);
+  }
+  // The reduction over all ranks at index g.
+  double reduced(size_t g) const {
+    double acc = value(0, g);
+    for (int r = 1; r < c_.nranks; ++r) {
+      double v = value(r, g);
+      switch (c_.op) {
+        case ReduceOp::kSum:
+        case ReduceOp::kAverage: acc += v; break;
+        case ReduceOp::kProduct: acc *= v; break;
+        case ReduceOp::kMin: acc = std::min(acc, v); break;
+        case ReduceOp::kMax: acc = std::max(acc, v); break;
+      }
+    }
+    if (c_.op != ReduceOp::kAverage) return acc;
+    return is_integer(c_.dtype) ? std::trunc(acc / c_.nranks) : acc / c_.nranks;
+  }
+
+ private:
+  BenchCase c_;
+  bool product_;
+  size_t modulus_ = 1, period_ = 1;
+};
+
+// A run of output elements whose expected values follow one rank's pattern (or the reduced
+// pattern, source -1) from global index first_g on.
+struct Segment {
+  size_t offset, length, first_g;
+  int source;
+};
+
+std::vector<Segment> expected_segments(const BenchCase& c) {
+  const size_t own = static_cast<size_t>(c.rank) * c.block;
+  switch (c.coll) {
+    case Collective::kAllreduce: return {{0, c.count, 0, -1}};
+    case Collective::kReduceScatter: return {{0, c.block, own, -1}};
+    case Collective::kBroadcast: return {{0, c.count, 0, 0}};
+    case Collective::kAllgather:
+    case Collective::kAlltoall: break;
+  }
+  std::vector<Segment> segments;
+  for (int p = 0; p < c.nranks; ++p) {
+    size_t first = c.coll == Collective::kAllgather ? 0 : own;
+    segments.push_back({static_cast<size_t>(p) * c.block, c.block, first, p});
+  }
+  return segments;
+}
+
+template <typename T>
+void write_pattern(T* dst, size_t length, const Pattern& pattern, int rank) {
+  std::vector<T> tile(pattern.period());
+  for (size_t j = 0; j < tile.size(); ++j) tile[j] = encode<T>(pattern.value(rank, j));
+  for (size_t i = 0, phase = 0; i < length; ++i) {
+    dst[i] = tile[phase];
+    if (++phase == tile.size()) phase = 0;
+  }
+}
+
+template <typename T>
+int64_t check_segment(const T* got, const Segment& s, const Pattern& pattern, double tolerance) {
+  std::vector<double> tile(pattern.period());
+  for (size_t j = 0; j < tile.size(); ++j) {
+    size_t g = s.first_g + j;
+    tile[j] = s.source < 0 ? pattern.reduced(g) : pattern.value(s.source, g);
+  }
+  int64_t wrong = 0;
+  for (size_t i = 0, phase = 0; i < s.length; ++i) {
+    double expected = tile[phase];
+    if (!(std::fabs(decode(got[s.offset + i]) - expected) <=
+          tolerance * std::max(1.0, std::fabs(expected))))
+      ++wrong;
+    if (++phase == tile.size()) phase = 0;
+  }
+  return wrong;
+}
+
+double tolerance(const BenchCase& c) {
+  if (c.dtype == DType::kFloat16) return 2e-3;
+  if (c.dtype == DType::kBFloat16) return 1.6e-2;
+  if (!reduces(c.coll) || c.op != ReduceOp::kAverage) return 0;
+  return c.dtype == DType::kFloat32 ? 1e-6 : c.dtype == DType::kFloat64 ? 1e-12 : 0;
+}
+
+}  // namespace
+
+const char* collective_name(Collective coll) {
+  static const char* const kNames[] = {"allreduce", "reduce_scatter", "allgather", "broadcast",
+                                       "alltoall"};
+  return kNames[static_cast<int>(coll)];
+}
+
+std::optional<Collective> parse_collective(std::string_view text) {
+  for (int i = 0; i < 5; ++i) {
+    auto coll = static_cast<Collective>(i);
+    if (text == collective_name(coll)) return coll;
+  }
+  return std::nullopt;
+}
+
+bool reduces(Collective coll) {
+  return coll == Collective::kAllreduce || coll == Collective::kReduceScatter;
+}
+
+double bus_factor(Collective coll, int nranks) {
+  const double n = nranks;
+  if (coll == Collective::kAllreduce) return 2 * (n - 1) / n;
+  if (coll == Collective::kBroadcast) return 1;
+  return (n - 1) / n;
+}
+
+std::optional<BenchCase> make_case(Collective coll, DType dtype, ReduceOp op, int nranks, int rank,
+                                   size_t bytes) {
+  BenchCase c{coll, dtype, op, nranks, rank, 0, 0, 0};
+  const size_t elems = bytes / dtype_size(dtype);
+  const bool blocked = coll == Collective::kReduceScatter || coll == Collective::kAllgather ||
+                       coll == Collective::kAlltoall;
+  c.block = blocked ? elems / static_cast<size_t>(nranks) : elems;
+  c.count = blocked ? c.block * static_cast<size_t>(nranks) : elems;
+  c.bytes = c.count * dtype_size(dtype);
+  if (c.count == 0) return std::nullopt;
+  return c;
+}
+
+void Buffers::Free::operator()(void* p) const {
+  std::free(p);
+}
+
+Buffers::Buffers(size_t bytes) {
+  const size_t page = 4096, rounded = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
+  send_.reset(std::aligned_alloc(page, rounded));
+  recv_.reset(std::aligned_alloc(page, rounded));
+  if (!send_ || !recv_) throw std::bad_alloc();
+}
+
+void fill_inputs(const BenchCase& c, Buffers& buffers) {
+  Pattern pattern(c);
+  visit_dtype(c.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (c.coll == Collective::kBroadcast) {
+      if (c.rank == 0)
+        write_pattern(static_cast<T*>(buffers.recv()), c.count, pattern, 0);
+      else
+        std::memset(buffers.recv(), 0, c.bytes);
+      return;
+    }
+    const size_t send = c.coll == Collective::kAllgather ? c.block : c.count;
+    write_pattern(static_cast<T*>(buffers.send()), send, pattern, c.rank);
+    const size_t recv = c.coll == Collective::kReduceScatter ? c.block : c.count;
+    std::memset(buffers.recv(), 0, recv * sizeof(T));
+  });
+}
+
+int64_t count_wrong(const BenchCase& c, const Buffers& buffers) {
+  Pattern pattern(c);
+  int64_t wrong = 0;
+  visit_dtype(c.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (const Segment& s : expected_segments(c))
+      wrong += check_segment(static_cast<const T*>(buffers.recv()), s, pattern, tolerance(c));
+  });
+  return wrong;
+}
+
+}  // namespace kolo::bench

@@ -1,0 +1,38 @@
+// The coordinator runs on rank 0 of each process set. Given every rank's list of pending
+// requests it decides which tensors are ready everywhere, checks that the ranks agree on them,
+// and watches the ones that are not ready (the stall inspector).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "comm/engine/request.h"
+
+namespace kolo::engine {
+
+class Coordinator {
+ public:
+  Coordinator(int size, double stall_check_seconds, double stall_shutdown_seconds);
+
+  // lists[r] holds rank r's uncached pending requests; joined[r] says rank r has joined.
+  std::vector<Response> decide(const std::vector<std::vector<Request>>& lists,
+                               const std::vector<bool>& joined);
+
+ private:
+  // A name every rank has (or has joined past): checked for agreement.
+  Response decide_ready(const std::string& name, const std::vector<const Request*>& by_rank) const;
+  void inspect_stalls(const std::map<std::string, std::vector<const Request*>>& pending,
+                      const std::vector<bool>& joined, std::vector<Response>& out);
+
+  using Clock = std::chrono::steady_clock;
+  int size_;
+  double stall_check_seconds_, stall_shutdown_seconds_;
+  std::map<std::string, Clock::time_point> first_seen_;
+  std::set<std::string> warned_;
+  std::vector<int> join_order_;  // ranks in the order their join was first seen
+};
+
+}  // namespace kolo::engine

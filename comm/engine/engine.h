@@ -1,0 +1,141 @@
+// kolo::Engine, the Horovod-style core: any thread submits named tensors in any order and gets a
+// Handle; one background thread per process negotiates which names are ready on every rank
+// (rank 0 coordinates; names seen before skip the round trip through the response cache),
+// checks that ranks agree, fuses ready tensors into one buffer and runs the collectives on a
+// Communicator. See docs/engine.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/base/dtype.h"
+#include "comm/base/error.h"
+
+namespace kolo {
+
+class Communicator;
+
+namespace engine {
+
+// A tensor as the engine sees it: host memory (device < 0) or a CUDA device id.
+struct TensorView {
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;  // empty = scalar
+  int device = -1;
+  size_t count() const;
+  size_t bytes() const { return count() * dtype_size(dtype); }
+};
+
+enum class OpType : uint8_t {
+  kAllreduce,
+  kAllgather,
+  kBroadcast,
+  kAlltoall,
+  kReduceScatter,
+  kBarrier,
+  kJoin
+};
+const char* op_type_name(OpType type);
+
+// What the wire carries for an allreduce: the tensor's own dtype, or fp16 / bf16.
+enum class Compression : uint8_t { kNone, kFp16, kBf16 };
+
+struct OpOptions {
+  ReduceOp op = ReduceOp::kSum;
+  double prescale = 1.0;   // multiplies the input before the reduction
+  double postscale = 1.0;  // multiplies the result
+  Compression compression = Compression::kNone;
+  int root = 0;                 // broadcast
+  std::vector<int64_t> splits;  // alltoall: first-dimension rows sent to each rank
+  int process_set = 0;          // 0 = every rank
+  int group = -1;               // grouped allreduce: members complete together
+};
+
+struct Status {
+  ErrorCode code = ErrorCode::kInternal;
+  bool ok = false;
+  std::string message;
+};
+
+// Completion of one submitted op; cheap to copy, safe to use from any thread.
+class Handle {
+ public:
+  Handle() = default;
+  // Waits up to `timeout`; true when done (successfully or not).
+  bool wait(std::chrono::milliseconds timeout) const;
+  bool done() const;
+  Status status() const;  // only meaningful once done()
+  void check() const;     // waits, then throws kolo::Error if the op failed
+  // allgather / alltoall / reducescatter results are sized by the engine; join returns the
+  // last rank to join in output_value().
+  const std::vector<char>& output() const;
+  std::vector<int64_t> output_shape() const;
+  int64_t output_value() const;
+
+  struct State;
+  explicit Handle(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+struct EngineOptions {
+  size_t fusion_threshold = 64 << 20;  // KOLO_FUSION_THRESHOLD (bytes)
+  double cycle_time_ms = 0.05;         // KOLO_CYCLE_TIME_MS: batching window after a wake
+  size_t cache_capacity = 1024;        // KOLO_CACHE_CAPACITY (0 disables the cache)
+  double stall_check_seconds = 60;     // KOLO_STALL_CHECK_SECONDS
+  double stall_shutdown_seconds = 0;   // KOLO_STALL_SHUTDOWN_SECONDS (0 = never)
+  std::string timeline_path;           // KOLO_TIMELINE
+  static EngineOptions from_env();
+};
+
+struct EngineStats {
+  uint64_t cycles = 0, negotiations = 0, cache_hits = 0, responses = 0;
+  uint64_t fused_collectives = 0, fused_tensors = 0;  // collectives that carried > 1 tensor
+  uint64_t bytes_submitted = 0, bytes_sent = 0;       // bytes_sent counts the wire dtype
+};
+
+class Engine {
+ public:
+  Engine(std::shared_ptr<Communicator> comm, EngineOptions options = EngineOptions::from_env());
+  ~Engine();  // shuts down: pending ops fail with a clear error
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Every op names its tensor; a name still pending on this rank is refused (kInvalidArgument).
+  Handle allreduce(const std::string& name, TensorView input, TensorView output,
+                   const OpOptions& options = {});
+  Handle grouped_allreduce(const std::vector<std::string>& names,
+                           const std::vector<TensorView>& tensors, const OpOptions& options,
+                           std::vector<Handle>* handles);
+  Handle allgather(const std::string& name, TensorView input, const OpOptions& options = {});
+  Handle broadcast(const std::string& name, TensorView tensor, int root,
+                   const OpOptions& options = {});
+  Handle alltoall(const std::string& name, TensorView input, const OpOptions& options = {});
+  Handle reducescatter(const std::string& name, TensorView input, const OpOptions& options = {});
+  Handle barrier(const OpOptions& options = {});
+  // This rank has no more data: it takes part in other ranks' allreduces with zeros until every
+  // rank has joined. output_value() is the last rank to join.
+  Handle join(const OpOptions& options = {});
+
+  // A process set over the given world ranks; collective: every rank calls it in the same
+  // order. Returns its id for OpOptions::process_set.
+  int add_process_set(const std::vector<int>& ranks);
+
+  void start_timeline(const std::string& path);
+  void stop_timeline();
+  EngineStats stats() const;
+  Communicator& communicator() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace engine
+}  // namespace kolo

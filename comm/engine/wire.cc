@@ -1,0 +1,158 @@
+// Binary encoding of negotiation messages: little-endian fields appended to a string, read
+// back in the same order; a short or malformed buffer raises kolo::Error (kInternal).
+#include <cstring>
+#include <sstream>
+
+#include "comm/engine/request.h"
+
+namespace kolo::engine {
+namespace {
+
+class Writer {
+ public:
+  template <typename T>
+  void pod(T value) {
+    out_.append(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+  void text(const std::string& s) {
+    pod<uint32_t>(static_cast<uint32_t>(s.size()));
+    out_ += s;
+  }
+  void ints(const std::vector<int64_t>& v) {
+    pod<uint32_t>(static_cast<uint32_t>(v.size()));
+    for (int64_t x : v) pod(x);
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string out_;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& in) : in_(in) {}
+  template <typename T>
+  T pod() {
+    KOLO_ASSERT(at_ + sizeof(T) <= in_.size());
+    T value;
+    std::memcpy(&value, in_.data() + at_, sizeof value);
+    at_ += sizeof value;
+    return value;
+  }
+  std::string text() {
+    uint32_t n = pod<uint32_t>();
+    KOLO_ASSERT(at_ + n <= in_.size());
+    std::string s = in_.substr(at_, n);
+    at_ += n;
+    return s;
+  }
+  std::vector<int64_t> ints() {
+    std::vector<int64_t> v(pod<uint32_t>());
+    for (auto& x : v) x = pod<int64_t>();
+    return v;
+  }
+  bool done() const { return at_ == in_.size(); }
+
+ private:
+  const std::string& in_;
+  size_t at_ = 0;
+};
+
+void write_request(Writer& w, const Request& r) {
+  w.text(r.name);
+  w.pod(r.type);
+  w.pod(r.dtype);
+  w.ints(r.shape);
+  w.pod(r.op);
+  w.pod(r.prescale);
+  w.pod(r.postscale);
+  w.pod(r.compression);
+  w.pod<int32_t>(r.root);
+  w.ints(r.splits);
+  w.pod<int32_t>(r.group);
+}
+
+Request read_request(Reader& rd) {
+  Request r;
+  r.name = rd.text();
+  r.type = rd.pod<OpType>();
+  r.dtype = rd.pod<DType>();
+  r.shape = rd.ints();
+  r.op = rd.pod<ReduceOp>();
+  r.prescale = rd.pod<double>();
+  r.postscale = rd.pod<double>();
+  r.compression = rd.pod<Compression>();
+  r.root = rd.pod<int32_t>();
+  r.splits = rd.ints();
+  r.group = rd.pod<int32_t>();
+  return r;
+}
+
+}  // namespace
+
+std::string Request::signature() const {
+  std::ostringstream s;
+  s << op_type_name(type) << " dtype=" << dtype_name(dtype) << " shape=[";
+  for (size_t i = 0; i < shape.size(); ++i) s << (i ? "," : "") << shape[i];
+  s << "] op=" << op_name(op) << " prescale=" << prescale << " postscale=" << postscale
+    << " compression=" << static_cast<int>(compression) << " root=" << root;
+  return s.str();
+}
+
+std::string encode_requests(const std::vector<Request>& requests, bool joined) {
+  Writer w;
+  w.pod<uint8_t>(joined ? 1 : 0);
+  w.pod<uint32_t>(static_cast<uint32_t>(requests.size()));
+  for (const auto& r : requests) write_request(w, r);
+  return w.take();
+}
+
+std::vector<Request> decode_requests(const std::string& bytes, bool* joined) {
+  Reader rd(bytes);
+  *joined = rd.pod<uint8_t>() != 0;
+  std::vector<Request> out(rd.pod<uint32_t>());
+  for (auto& r : out) r = read_request(rd);
+  KOLO_ASSERT(rd.done());
+  return out;
+}
+
+std::string encode_responses(const std::vector<Response>& responses) {
+  Writer w;
+  w.pod<uint32_t>(static_cast<uint32_t>(responses.size()));
+  for (const auto& r : responses) {
+    w.pod(r.kind);
+    w.pod(r.type);
+    w.pod<uint32_t>(static_cast<uint32_t>(r.names.size()));
+    for (const auto& n : r.names) w.text(n);
+    w.text(r.error);
+    w.ints(r.first_dims);
+    w.ints(r.splits);
+    w.ints(std::vector<int64_t>(r.joined.begin(), r.joined.end()));
+    w.pod(r.last_joined);
+    write_request(w, r.params);
+    w.ints(r.counts);
+  }
+  return w.take();
+}
+
+std::vector<Response> decode_responses(const std::string& bytes) {
+  Reader rd(bytes);
+  std::vector<Response> out(rd.pod<uint32_t>());
+  for (auto& r : out) {
+    r.kind = rd.pod<Response::Kind>();
+    r.type = rd.pod<OpType>();
+    r.names.resize(rd.pod<uint32_t>());
+    for (auto& n : r.names) n = rd.text();
+    r.error = rd.text();
+    r.first_dims = rd.ints();
+    r.splits = rd.ints();
+    for (int64_t j : rd.ints()) r.joined.push_back(static_cast<int>(j));
+    r.last_joined = rd.pod<int64_t>();
+    r.params = read_request(rd);
+    r.counts = rd.ints();
+  }
+  KOLO_ASSERT(rd.done());
+  return out;
+}
+
+}  // namespace kolo::engine

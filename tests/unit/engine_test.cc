@@ -1,0 +1,226 @@
+// The engine with ranks as threads: many named tensors submitted from several threads in a
+// different order on each rank, fusion and cache statistics, mismatches, stalls, duplicate
+// names, the non-allreduce ops, join and fp16 compression.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "comm/engine/engine.h"
+#include "tests/unit/thread_ranks.h"
+
+namespace kolo::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using engine::Engine;
+using engine::EngineOptions;
+using engine::Handle;
+using engine::OpOptions;
+using engine::TensorView;
+
+EngineOptions quick_options() {
+  EngineOptions o;
+  o.stall_check_seconds = 5;
+  return o;
+}
+
+struct Tensor {
+  DType dtype;
+  std::vector<float> f32;
+  std::vector<double> f64;
+  std::vector<int32_t> i32;
+  TensorView view() {
+    if (dtype == DType::kFloat32) return {f32.data(), dtype, {int64_t(f32.size())}};
+    if (dtype == DType::kFloat64) return {f64.data(), dtype, {int64_t(f64.size())}};
+    return {i32.data(), dtype, {int64_t(i32.size())}};
+  }
+  double at(size_t i) const {
+    return dtype == DType::kFloat32 ? f32[i] : dtype == DType::kFloat64 ? f64[i] : i32[i];
+  }
+};
+
+// 200 tensors of random sizes and dtypes (the same on every rank: seeded by index); rank r
+// contributes (r + 1) * (i % 7 + 1) at element i, so the sum is size(size+1)/2 * (i % 7 + 1).
+std::vector<Tensor> make_tensors(int rank) {
+  std::mt19937 rng(12345);
+  std::vector<Tensor> tensors(200);
+  for (auto& t : tensors) {
+    size_t n = 1 + rng() % 5000;
+    t.dtype = std::array{DType::kFloat32, DType::kFloat64, DType::kInt32}[rng() % 3];
+    for (size_t i = 0; i < n; ++i) {
+      double v = (rank + 1) * double(i % 7 + 1);
+      if (t.dtype == DType::kFloat32)
+        t.f32.push_back(float(v));
+      else if (t.dtype == DType::kFloat64)
+        t.f64.push_back(v);
+      else
+        t.i32.push_back(int32_t(v));
+    }
+  }
+  return tensors;
+}
+
+TEST(Engine, ManyTensorsFromSeveralThreadsInRandomOrder) {
+  const int size = 3;
+  auto stats = run_thread_ranks(size, TransportKind::kShm, [&](Communicator& comm) {
+    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), quick_options());
+    std::mt19937 rng(comm.rank() * 7 + 1);
+    for (int step = 0; step < 3; ++step) {
+      auto tensors = make_tensors(comm.rank());
+      std::vector<int> order(tensors.size());
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), rng);
+      std::vector<Handle> handles(tensors.size());
+      std::vector<std::thread> threads;
+      for (int t = 0; t < 3; ++t)
+        threads.emplace_back([&, t] {
+          for (size_t k = t; k < order.size(); k += 3) {
+            int i = order[k];
+            handles[i] =
+                eng.allreduce("grad." + std::to_string(i), tensors[i].view(), tensors[i].view());
+          }
+        });
+      for (auto& th : threads) th.join();
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        handles[i].check();
+        for (size_t e = 0; e < tensors[i].view().count(); e += 97)
+          EXPECT_EQ(tensors[i].at(e), size * (size + 1) / 2 * double(e % 7 + 1)) << i;
+      }
+    }
+    return eng.stats();
+  });
+  for (auto& s : stats) {
+    EXPECT_GT(s.fused_collectives, 0u) << "no fusion happened";
+    EXPECT_GT(s.cache_hits, 0u) << "no cache hits in steps 2 and 3";
+    EXPECT_EQ(s.responses, 600u);
+  }
+}
+
+engine::Status status_of(const Handle& h) {
+  EXPECT_TRUE(h.wait(20s));
+  return h.status();
+}
+
+TEST(Engine, MismatchesFailOnEveryRankAndTheEngineCarriesOn) {
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), quick_options());
+    std::vector<float> f(10, 1.0f);
+    std::vector<int32_t> i(10, 1);
+    TensorView fv{f.data(), DType::kFloat32, {10}}, iv{i.data(), DType::kInt32, {10}};
+    auto s = status_of(eng.allreduce("x", comm.rank() ? iv : fv, comm.rank() ? iv : fv));
+    EXPECT_FALSE(s.ok);
+    EXPECT_NE(s.message.find("tensor 'x': dtype mismatch: rank 0 has float32, rank 1 has int32"),
+              std::string::npos)
+        << s.message;
+    TensorView small{f.data(), DType::kFloat32, {comm.rank() ? 5 : 10}};
+    s = status_of(eng.allreduce("y", small, small));
+    EXPECT_NE(s.message.find("shape mismatch"), std::string::npos) << s.message;
+    OpOptions op;
+    op.op = comm.rank() ? ReduceOp::kMax : ReduceOp::kSum;
+    s = status_of(eng.allreduce("z", fv, fv, op));
+    EXPECT_NE(s.message.find("reduce op mismatch"), std::string::npos) << s.message;
+    s = status_of(eng.broadcast("b", fv, comm.rank()));
+    EXPECT_NE(s.message.find("root mismatch"), std::string::npos) << s.message;
+    // A duplicate pending name is refused on the spot.
+    auto first = eng.allreduce("dup", fv, fv);
+    EXPECT_THROW(eng.allreduce("dup", fv, fv), Error);
+    first.check();
+    // And the engine still works.
+    eng.allreduce("after", fv, fv).check();
+    EXPECT_EQ(f[0], 4.0f);  // "dup" made it 2
+    return 0;
+  });
+}
+
+TEST(Engine, StallShutdownNamesTheMissingRank) {
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    EngineOptions o = quick_options();
+    o.stall_check_seconds = 0.2;
+    o.stall_shutdown_seconds = 0.5;
+    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), o);
+    std::vector<float> f(10, 1.0f);
+    TensorView fv{f.data(), DType::kFloat32, {10}};
+    if (comm.rank() == 0) {
+      auto s = status_of(eng.allreduce("lonely", fv, fv));
+      EXPECT_FALSE(s.ok);
+      EXPECT_NE(s.message.find("tensor 'lonely' waits for ranks 1"), std::string::npos)
+          << s.message;
+      std::this_thread::sleep_for(1000ms);  // meet rank 1 again
+    } else {
+      std::this_thread::sleep_for(1500ms);
+    }
+    eng.allreduce("together", fv, fv).check();
+    return 0;
+  });
+}
+
+TEST(Engine, OtherOpsJoinAndCompression) {
+  const int size = 3;
+  run_thread_ranks(size, TransportKind::kShm, [&](Communicator& comm) {
+    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), quick_options());
+    const int r = comm.rank();
+    // allgather with a different first dimension on each rank
+    std::vector<int32_t> rows(static_cast<size_t>(2 * (r + 1)), r);
+    auto g = eng.allgather("g", {rows.data(), DType::kInt32, {r + 1, 2}});
+    g.check();
+    EXPECT_EQ(g.output_shape(), (std::vector<int64_t>{6, 2}));
+    auto* out = reinterpret_cast<const int32_t*>(g.output().data());
+    EXPECT_EQ(out[0], 0);
+    EXPECT_EQ(out[2], 1);
+    EXPECT_EQ(out[11], 2);
+    // broadcast from rank 2
+    std::vector<double> b(5, r == 2 ? 42.0 : 0.0);
+    eng.broadcast("b", {b.data(), DType::kFloat64, {5}}, 2).check();
+    EXPECT_EQ(b[4], 42.0);
+    // alltoall with splits: rank r sends p + 1 rows to rank p
+    std::vector<int64_t> splits{1, 2, 3};
+    std::vector<float> a(6, float(r));
+    OpOptions ao;
+    ao.splits = splits;
+    auto t = eng.alltoall("a", {a.data(), DType::kFloat32, {6}}, ao);
+    t.check();
+    EXPECT_EQ(t.output_shape(), (std::vector<int64_t>{3 * (r + 1)}));
+    // reducescatter: rows split evenly
+    std::vector<float> rs(6, 1.0f);
+    auto s = eng.reducescatter("rs", {rs.data(), DType::kFloat32, {6}});
+    s.check();
+    EXPECT_EQ(s.output_shape(), (std::vector<int64_t>{2}));
+    eng.barrier().check();
+    // fp16 compression of fp32 values: within fp16 rounding of the exact sum
+    std::vector<float> c(1000);
+    for (size_t i = 0; i < c.size(); ++i) c[i] = 0.001f * float(i) * float(r + 1);
+    OpOptions co;
+    co.compression = engine::Compression::kFp16;
+    eng.allreduce("c", {c.data(), DType::kFloat32, {1000}}, {c.data(), DType::kFloat32, {1000}}, co)
+        .check();
+    for (size_t i = 0; i < c.size(); ++i) {
+      double want = 0.001 * double(i) * 6;
+      EXPECT_NEAR(c[i], want, std::abs(want) * 3 * std::ldexp(1.0, -11) + 1e-6) << i;
+    }
+    auto st = eng.stats();
+    EXPECT_LT(st.bytes_sent, st.bytes_submitted);
+    // join: rank 0 runs out of data first; the others' allreduce counts it as zeros
+    if (r == 0) {
+      auto j = eng.join();
+      j.check();
+      EXPECT_EQ(j.output_value(), 2);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50 * r));
+      std::vector<float> v(4, 1.0f);
+      eng.allreduce("after_join", {v.data(), DType::kFloat32, {4}},
+                    {v.data(), DType::kFloat32, {4}})
+          .check();
+      EXPECT_EQ(v[0], 2.0f);  // ranks 1 and 2; rank 0 contributed zeros
+      auto j = eng.join();
+      j.check();
+      EXPECT_EQ(j.output_value(), 2);
+    }
+    return 0;
+  });
+}
+
+}  // namespace
+}  // namespace kolo::testing
