@@ -17,7 +17,7 @@
 namespace kolo::transport::shm {
 
 // Bytes of each rank's small-message slot (two slots, used alternately by generation).
-inline constexpr size_t kSmallSlotBytes = 8192;
+inline constexpr size_t kSmallSlotBytes = 64 * 1024;
 // How many buffer addresses a rank can publish for one direct collective.
 inline constexpr int kMaxPublished = 4;
 

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs the allreduce_bw measurements behind docs/performance.md: every run compares kolo with
+# MPI and Gloo in the same process run; each measurement is repeated REPS times (default 5)
+# and scripts/perf_summary.py reports medians. Usage: scripts/perf_runs.sh OUT_DIR [REPS]
+# Takes about 20 minutes on a 2-core machine; keep the machine otherwise idle.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: perf_runs.sh OUT_DIR [REPS]}
+reps=${2:-5}
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+bw=build/benchmarks/allreduce_bw
+mpi() { local np=$1; shift; mpirun --oversubscribe -np "$np" "$@" >/dev/null; }
+
+for rep in $(seq 1 "$reps"); do
+  echo "perf_runs: repetition $rep of $reps"
+  # Point measurements (the must-show figures), np=2 unless named.
+  mpi 2 $bw -b 8 -e 8 -n 20000 -w 1000 --compare mpi,gloo --json "$out/p2_8B.$rep.json"
+  mpi 2 $bw -b 64M -e 64M -n 5 -w 2 --compare mpi,gloo --json "$out/p2_64M.$rep.json"
+  mpi 2 $bw -b 32M -e 32M -n 5 -w 2 -d float16 --compare gloo --json "$out/p2_fp16_16M.$rep.json"
+  mpi 2 $bw -b 64M -e 64M -n 5 -w 2 --coll reduce_scatter --compare mpi --json "$out/p2_rs_64M.$rep.json"
+  mpi 2 $bw -b 64M -e 64M -n 5 -w 2 --coll allgather --compare mpi --json "$out/p2_ag_64M.$rep.json"
+  mpirun --oversubscribe -np 2 --mca btl tcp,self $bw -b 64M -e 64M -n 5 -w 2 --transport tcp \
+    --compare mpi --json "$out/p2_tcp_64M.$rep.json" >/dev/null
+  mpi 4 $bw -b 32M -e 32M -n 5 -w 2 --compare mpi,gloo --json "$out/p4_32M.$rep.json"
+  mpi 8 $bw -b 32M -e 32M -n 3 -w 1 --compare mpi,gloo --json "$out/p8_32M.$rep.json"
+done
+# The size table (fewer repetitions: MPI and Gloo take seconds per operation at 256 MiB).
+for rep in $(seq 1 "$(( reps < 3 ? reps : 3 ))"); do
+  echo "perf_runs: table repetition $rep"
+  mpi 2 $bw -b 16 -e 256M -f 4 -n 5 -w 1 --compare mpi,gloo --json "$out/t2.$rep.json"
+  mpi 4 $bw -b 16 -e 256M -f 16 -n 5 -w 1 --compare mpi,gloo --json "$out/t4.$rep.json"
+  mpi 8 $bw -b 16 -e 256M -f 16 -n 3 -w 1 --compare mpi,gloo --json "$out/t8.$rep.json"
+done
+/usr/bin/python3 scripts/perf_summary.py "$out"
