@@ -6,6 +6,7 @@
 // path when peers' memory can be read; the formulas decide among the message algorithms.
 #include "comm/collectives/cost_model.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "comm/transport/shm/pair.h"
@@ -41,9 +42,13 @@ double predict_allreduce_us(const CostModel& m, Algorithm algorithm, size_t byte
   }
 }
 
+size_t low_latency_limit(int ranks) {
+  return transport::shm::kSmallSlotBytes * 2 / static_cast<size_t>(std::max(ranks, 2));
+}
+
 Algorithm choose_allreduce(TransportKind transport, bool shm_direct, size_t bytes, int ranks) {
   if (transport == TransportKind::kShm) {
-    if (bytes <= transport::shm::kSmallSlotBytes) return Algorithm::kLowLatency;
+    if (bytes <= low_latency_limit(ranks)) return Algorithm::kLowLatency;
     if (shm_direct) return Algorithm::kDirect;
   }
   const CostModel model = default_cost_model(transport);

@@ -5,6 +5,8 @@
 //   2. if any rank has uncached work or has joined, ranks allgather their pending requests;
 //      rank 0's Coordinator decides and broadcasts the ordered responses;
 //   3. every rank executes cache hits, then the responses, identically (executor.cc).
+#include <sys/prctl.h>
+
 #include <algorithm>
 #include <deque>
 #include <numeric>
@@ -17,6 +19,10 @@
 #include "timeline/timeline.h"
 
 namespace kolo::engine {
+
+using Clock = std::chrono::steady_clock;
+// A submission burst has ended when nothing new arrived for this long.
+constexpr auto kBurstGap = std::chrono::microseconds(10);
 
 class Engine::Impl {
  public:
@@ -40,7 +46,8 @@ class Engine::Impl {
 
   std::condition_variable wake_;
   std::deque<std::pair<int, Pending>> queue_;
-  std::map<int, std::set<std::string>> active_;  // names queued or pending, per set (mutex)
+  // Names submitted and not finished, per set (mutex): a name may be reused once its op is done.
+  std::map<int, std::map<std::string, std::shared_ptr<Handle::State>>> active_;
   std::vector<std::shared_ptr<ProcessSet>> sets_;
   bool stopping_ = false, dead_ = false;
   std::string death_;
@@ -84,9 +91,11 @@ Handle Engine::Impl::submit(Request request, TensorView input, TensorView output
   }
   ProcessSet& ps = *sets_[static_cast<size_t>(set)];
   (void)ps;
-  KOLO_CHECK_ARG(active_[set].insert(request.name).second, "tensor '", request.name,
+  auto& previous = active_[set][request.name];
+  KOLO_CHECK_ARG(!previous || previous->is_done(), "tensor '", request.name,
                  "' is already pending on rank ", world->rank(),
                  " (duplicate name; wait for the first op before reusing it)");
+  previous = state;
   if (timeline.active()) timeline.begin(request.name, "NEGOTIATE");
   queue_.push_back({set, Pending{std::move(request), input, output, state}});
   wake_.notify_one();
@@ -94,6 +103,8 @@ Handle Engine::Impl::submit(Request request, TensorView input, TensorView output
 }
 
 void Engine::Impl::loop() {
+  // Microsecond sleeps need a small timer slack (the default 50 us would dominate them).
+  ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   auto idle_wait = std::chrono::microseconds(0);
   while (true) {
     std::vector<std::shared_ptr<ProcessSet>> sets;
@@ -102,11 +113,22 @@ void Engine::Impl::loop() {
       std::unique_lock<std::mutex> lock(mutex);
       wake_.wait_for(lock, idle_wait, [&] { return stopping_ || !queue_.empty(); });
       if (!queue_.empty() && options.cycle_time_ms > 0) {
-        // Batch what arrives within the window after a wake-up.
-        lock.unlock();
-        std::this_thread::sleep_for(
-            std::chrono::duration<double, std::milli>(options.cycle_time_ms));
-        lock.lock();
+        // Batch a burst of submissions: wait while they keep coming, at most the cycle time.
+        const auto limit =
+            Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double, std::milli>(options.cycle_time_ms));
+        size_t seen = queue_.size();
+        for (auto quiet_since = Clock::now(); Clock::now() < limit;) {
+          lock.unlock();
+          std::this_thread::yield();  // lets the submitting threads run on a busy core
+          lock.lock();
+          if (queue_.size() != seen) {
+            seen = queue_.size();
+            quiet_since = Clock::now();
+          } else if (Clock::now() - quiet_since >= kBurstGap) {
+            break;
+          }
+        }
       }
       for (auto& [set, p] : queue_) {
         ProcessSet& ps = *sets_[static_cast<size_t>(set)];
@@ -131,13 +153,9 @@ void Engine::Impl::loop() {
       return;
     }
     {
-      // Completed names may be submitted again.
       std::lock_guard<std::mutex> lock(mutex);
-      for (auto& set : sets)
-        if (set)
-          std::erase_if(active_[set->id], [&](const std::string& name) {
-            return name == "join" ? !set->join_state : !set->pending.count(name);
-          });
+      for (auto& [id, names] : active_)
+        std::erase_if(names, [](const auto& entry) { return entry.second->is_done(); });
     }
     if (stopping) {
       fail_everything("the engine was shut down");

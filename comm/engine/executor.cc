@@ -41,10 +41,14 @@ void Executor::run(ProcessSet& set, const std::vector<Response>& responses) {
       ++i;
       continue;
     }
+    if (run_unfused(set, r)) {
+      ++i;
+      continue;
+    }
     // The longest run of compatible allreduces that fits the fusion threshold.
     std::vector<const Response*> group{&r};
     size_t bytes = wire_bytes(r);
-    for (++i; i < responses.size() && fusable(r, responses[i]); ++i) {
+    for (++i; i < responses.size() && fusable(r, responses[i]) && !unfused(responses[i]); ++i) {
       size_t more = wire_bytes(responses[i]);
       if (bytes + more > options_.fusion_threshold) break;
       group.push_back(&responses[i]);
@@ -52,6 +56,37 @@ void Executor::run(ProcessSet& set, const std::vector<Response>& responses) {
     }
     allreduce_group(set, group);
   }
+}
+
+// Large tensors gain nothing from fusion (their collective already amortises its latency) and
+// would pay two extra copies: they are reduced straight from input to output when nothing
+// needs the pack pass (no scaling, no compression, no joined ranks contributing zeros).
+bool Executor::unfused(const Response& r) const {
+  const Request& p = r.params;
+  return r.kind == Response::Kind::kExecute && r.type == OpType::kAllreduce && r.joined.empty() &&
+         p.prescale == 1.0 && p.postscale == 1.0 && p.compression == Compression::kNone &&
+         static_cast<size_t>(r.counts[0]) * dtype_size(p.dtype) >= kUnfusedBytes;
+}
+
+bool Executor::run_unfused(ProcessSet& set, const Response& r) {
+  if (!unfused(r)) return false;
+  auto it = set.pending.find(r.names[0]);
+  if (it == set.pending.end()) return false;
+  Pending& p = it->second;
+  if (timeline_->active())
+    timeline_->begin(
+        r.names[0], "ALLREDUCE",
+        {{"algorithm", algorithm_name(set.comm->choose_algorithm("allreduce", p.input.bytes()))},
+         {"transport", transport_name(set.comm->transport())},
+         {"bytes", p.input.bytes()},
+         {"tensors", 1}});
+  set.comm->allreduce(p.input.data, p.output.data, p.input.count(), p.request.dtype, p.request.op);
+  if (timeline_->active()) timeline_->end(r.names[0], "ALLREDUCE");
+  stats_->bytes_sent += p.input.bytes();
+  stats_->bytes_submitted += p.input.bytes();
+  stats_->responses += 1;
+  finish(set, r, {ErrorCode::kInternal, true, ""});
+  return true;
 }
 
 void Executor::allreduce_group(ProcessSet& set, const std::vector<const Response*>& group) {

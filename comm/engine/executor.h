@@ -21,6 +21,10 @@ class Executor {
   void run(ProcessSet& set, const std::vector<Response>& responses);
 
  private:
+  // Tensors of at least this many bytes skip the fusion buffer (see executor.cc).
+  static constexpr size_t kUnfusedBytes = 128 * 1024;
+  bool unfused(const Response& response) const;
+  bool run_unfused(ProcessSet& set, const Response& response);
   void allreduce_group(ProcessSet& set, const std::vector<const Response*>& group);
   void run_single(ProcessSet& set, const Response& response);
   void finish(ProcessSet& set, const Response& response, const Status& status);

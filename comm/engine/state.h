@@ -2,6 +2,7 @@
 // state behind a Handle, a submitted op as this rank holds it, and a process set.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -20,13 +21,14 @@ namespace kolo::engine {
 struct Handle::State {
   std::mutex mutex;
   std::condition_variable changed;
-  bool done = false;
+  std::atomic<bool> done{false};
   Status status;
   std::vector<char> output;
   std::vector<int64_t> output_shape;
   int64_t value = -1;
 
   void complete(Status s);
+  bool is_done() const { return done.load(std::memory_order_acquire); }
   void fail(ErrorCode code, const std::string& message) { complete({code, false, message}); }
   void succeed() { complete({ErrorCode::kInternal, true, ""}); }
 };

@@ -15,11 +15,13 @@
 #include "comm/bootstrap/store.h"
 #include "comm/bootstrap/tcp_store.h"
 #include "comm/net/auth.h"
+#include "tests/unit/expect_error.h"
 
 namespace kolo {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::error_of;
 
 // Sets variables for one test and restores the previous values afterwards.
 class ScopedEnv {
@@ -67,18 +69,6 @@ ScopedEnv clean_launch_env() {
                    {"OMPI_COMM_WORLD_LOCAL_RANK", nullptr},
                    {"PMI_RANK", nullptr},
                    {"PMI_SIZE", nullptr}};
-}
-
-template <typename Fn>
-std::string error_of(Fn fn, ErrorCode code) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no kolo::Error thrown";
-  return "";
 }
 
 TEST(Env, InvalidValuesNameTheSettingAndTheRange) {

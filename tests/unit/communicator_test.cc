@@ -6,24 +6,13 @@
 #include <numeric>
 
 #include "comm/base/error.h"
+#include "tests/unit/expect_error.h"
 #include "tests/unit/thread_ranks.h"
 
 namespace kolo::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-template <typename Fn>
-std::string error_of(Fn fn, ErrorCode code) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no kolo::Error thrown";
-  return "";
-}
 
 TEST(Communicator, BadArgumentsAreRefusedWithTheirNames) {
   run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {

@@ -1,0 +1,114 @@
+/* kolo C API: the engine's asynchronous named collectives and the direct (synchronous)
+ * Communicator collectives, for frameworks written in C or binding through a C FFI.
+ *
+ * Every call returns a kolo_status; KOLO_OK is 0. When a call fails, kolo_last_error() gives
+ * the message on the calling thread. Handles must be released with kolo_handle_free().
+ * Start the processes with kolorun, mpirun, torchrun-style or Slurm variables (see
+ * docs/configuration.md), call kolo_init() on every rank, and kolo_shutdown() at the end. */
+#ifndef KOLO_C_API_H
+#define KOLO_C_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  KOLO_OK = 0,
+  KOLO_ERR_INVALID_ARGUMENT = 1,
+  KOLO_ERR_TIMEOUT = 2,
+  KOLO_ERR_PEER_LOST = 3,
+  KOLO_ERR_MISMATCH = 4,
+  KOLO_ERR_IO = 5,
+  KOLO_ERR_AUTH = 6,
+  KOLO_ERR_INTERNAL = 7,
+  KOLO_PENDING = 8 /* kolo_poll / kolo_wait: not finished yet */
+} kolo_status;
+
+typedef enum {
+  KOLO_FLOAT32,
+  KOLO_FLOAT64,
+  KOLO_FLOAT16,
+  KOLO_BFLOAT16,
+  KOLO_INT32,
+  KOLO_INT64,
+  KOLO_UINT8
+} kolo_dtype;
+
+typedef enum { KOLO_SUM, KOLO_AVERAGE, KOLO_MIN, KOLO_MAX, KOLO_PRODUCT } kolo_op;
+
+typedef enum {
+  KOLO_COMPRESSION_NONE,
+  KOLO_COMPRESSION_FP16,
+  KOLO_COMPRESSION_BF16
+} kolo_compression;
+
+typedef struct kolo_handle kolo_handle;
+
+/* Options of an asynchronous op. kolo_default_options() gives sum, scales 1, no compression,
+ * root 0, process set 0 (all ranks). */
+typedef struct {
+  kolo_op op;
+  double prescale;
+  double postscale;
+  kolo_compression compression;
+  int root;
+  int process_set;
+} kolo_options;
+
+kolo_options kolo_default_options(void);
+
+/* Lifecycle and topology. */
+kolo_status kolo_init(void);
+kolo_status kolo_shutdown(void);
+int kolo_rank(void);
+int kolo_size(void);
+int kolo_local_rank(void);
+int kolo_local_size(void);
+int kolo_cross_rank(void);
+int kolo_cross_size(void);
+const char* kolo_last_error(void);
+
+/* Asynchronous named ops. `name` must not be pending already on this rank. */
+kolo_status kolo_allreduce_async(const char* name, const void* input, void* output, int64_t count,
+                                 kolo_dtype dtype, const kolo_options* options,
+                                 kolo_handle** handle);
+/* shape[0] (rows) may differ between ranks; the result is read with kolo_handle_output. */
+kolo_status kolo_allgather_async(const char* name, const void* input, int ndim,
+                                 const int64_t* shape, kolo_dtype dtype,
+                                 const kolo_options* options, kolo_handle** handle);
+kolo_status kolo_broadcast_async(const char* name, void* data, int64_t count, kolo_dtype dtype,
+                                 const kolo_options* options, kolo_handle** handle);
+kolo_status kolo_barrier_async(const kolo_options* options, kolo_handle** handle);
+/* This rank has no more data; the handle's value (kolo_handle_value) is the last rank to join. */
+kolo_status kolo_join_async(const kolo_options* options, kolo_handle** handle);
+
+/* Handles. kolo_wait returns KOLO_PENDING when `timeout_seconds` passed first. */
+kolo_status kolo_wait(kolo_handle* handle, double timeout_seconds);
+kolo_status kolo_poll(kolo_handle* handle);
+const char* kolo_handle_error(kolo_handle* handle);
+kolo_status kolo_handle_output(kolo_handle* handle, const void** data, size_t* bytes);
+int64_t kolo_handle_value(kolo_handle* handle);
+void kolo_handle_free(kolo_handle* handle);
+
+/* Process sets: collective over all ranks, called in the same order everywhere. */
+kolo_status kolo_add_process_set(const int* ranks, int count, int* process_set);
+
+/* Timeline (Chrome trace JSON, also KOLO_TIMELINE). */
+kolo_status kolo_timeline_start(const char* path);
+kolo_status kolo_timeline_stop(void);
+
+/* Direct, synchronous collectives on the world communicator (every rank, same order). */
+kolo_status kolo_comm_allreduce(const void* send, void* recv, size_t count, kolo_dtype dtype,
+                                kolo_op op);
+kolo_status kolo_comm_allgather(const void* send, void* recv, size_t count, kolo_dtype dtype);
+kolo_status kolo_comm_broadcast(void* data, size_t count, kolo_dtype dtype, int root);
+kolo_status kolo_comm_barrier(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KOLO_C_API_H */

@@ -1,0 +1,250 @@
+// The C API (bindings/c/kolo.h) over kolo::Communicator and kolo::engine::Engine: one world
+// communicator and one engine per process, kolo::Error turned into status codes and a
+// thread-local message.
+#include "bindings/c/kolo.h"
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "comm/communicator.h"
+#include "comm/engine/engine.h"
+
+struct kolo_handle {
+  kolo::engine::Handle handle;
+  std::string error;
+};
+
+namespace {
+
+std::mutex g_mutex;
+std::shared_ptr<kolo::Communicator> g_comm;
+std::unique_ptr<kolo::engine::Engine> g_engine;
+thread_local std::string g_last_error;
+
+kolo_status to_status(kolo::ErrorCode code) {
+  switch (code) {
+    case kolo::ErrorCode::kInvalidArgument: return KOLO_ERR_INVALID_ARGUMENT;
+    case kolo::ErrorCode::kTimeout: return KOLO_ERR_TIMEOUT;
+    case kolo::ErrorCode::kPeerLost: return KOLO_ERR_PEER_LOST;
+    case kolo::ErrorCode::kMismatch: return KOLO_ERR_MISMATCH;
+    case kolo::ErrorCode::kIo: return KOLO_ERR_IO;
+    case kolo::ErrorCode::kAuth: return KOLO_ERR_AUTH;
+    case kolo::ErrorCode::kInternal: break;
+  }
+  return KOLO_ERR_INTERNAL;
+}
+
+// Runs `fn`, mapping exceptions to a status and remembering the message.
+template <typename Fn>
+kolo_status guarded(Fn fn) {
+  try {
+    fn();
+    return KOLO_OK;
+  } catch (const kolo::Error& e) {
+    g_last_error = e.what();
+    return to_status(e.code());
+  } catch (const std::exception& e) {
+    g_last_error = e.what();
+    return KOLO_ERR_INTERNAL;
+  }
+}
+
+kolo::engine::Engine& engine() {
+  if (!g_engine)
+    throw kolo::Error(kolo::ErrorCode::kInvalidArgument, "kolo_init() has not been called");
+  return *g_engine;
+}
+
+kolo::engine::OpOptions convert(const kolo_options* o) {
+  kolo_options c = o ? *o : kolo_default_options();
+  kolo::engine::OpOptions out;
+  out.op = static_cast<kolo::ReduceOp>(c.op);
+  out.prescale = c.prescale;
+  out.postscale = c.postscale;
+  out.compression = static_cast<kolo::engine::Compression>(c.compression);
+  out.root = c.root;
+  out.process_set = c.process_set;
+  return out;
+}
+
+kolo::DType dtype_of(kolo_dtype d) {
+  return static_cast<kolo::DType>(d);
+}
+
+kolo_status wrap(kolo::engine::Handle h, kolo_handle** out) {
+  if (!out) {
+    g_last_error = "kolo: the handle pointer is null";
+    return KOLO_ERR_INVALID_ARGUMENT;
+  }
+  *out = new kolo_handle{std::move(h), ""};
+  return KOLO_OK;
+}
+
+int topology(int (kolo::Communicator::*get)() const) {
+  return g_comm ? ((*g_comm).*get)() : -1;
+}
+
+}  // namespace
+
+extern "C" {
+
+kolo_options kolo_default_options(void) {
+  return {KOLO_SUM, 1.0, 1.0, KOLO_COMPRESSION_NONE, 0, 0};
+}
+
+kolo_status kolo_init(void) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_engine) return KOLO_OK;
+  return guarded([] {
+    g_comm = kolo::Communicator::init();
+    g_engine = std::make_unique<kolo::engine::Engine>(g_comm);
+  });
+}
+
+kolo_status kolo_shutdown(void) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return guarded([] {
+    g_engine.reset();
+    g_comm.reset();
+  });
+}
+
+int kolo_rank(void) {
+  return topology(&kolo::Communicator::rank);
+}
+int kolo_size(void) {
+  return topology(&kolo::Communicator::size);
+}
+int kolo_local_rank(void) {
+  return topology(&kolo::Communicator::local_rank);
+}
+int kolo_local_size(void) {
+  return topology(&kolo::Communicator::local_size);
+}
+int kolo_cross_rank(void) {
+  return topology(&kolo::Communicator::cross_rank);
+}
+int kolo_cross_size(void) {
+  return topology(&kolo::Communicator::cross_size);
+}
+const char* kolo_last_error(void) {
+  return g_last_error.c_str();
+}
+
+kolo_status kolo_allreduce_async(const char* name, const void* input, void* output, int64_t count,
+                                 kolo_dtype dtype, const kolo_options* options,
+                                 kolo_handle** handle) {
+  kolo::engine::Handle h;
+  kolo_status s = guarded([&] {
+    kolo::engine::TensorView in{const_cast<void*>(input), dtype_of(dtype), {count}};
+    kolo::engine::TensorView out{output, dtype_of(dtype), {count}};
+    h = engine().allreduce(name, in, out, convert(options));
+  });
+  return s == KOLO_OK ? wrap(h, handle) : s;
+}
+
+kolo_status kolo_allgather_async(const char* name, const void* input, int ndim,
+                                 const int64_t* shape, kolo_dtype dtype,
+                                 const kolo_options* options, kolo_handle** handle) {
+  kolo::engine::Handle h;
+  kolo_status s = guarded([&] {
+    kolo::engine::TensorView in{const_cast<void*>(input), dtype_of(dtype),
+                                std::vector<int64_t>(shape, shape + ndim)};
+    h = engine().allgather(name, in, convert(options));
+  });
+  return s == KOLO_OK ? wrap(h, handle) : s;
+}
+
+kolo_status kolo_broadcast_async(const char* name, void* data, int64_t count, kolo_dtype dtype,
+                                 const kolo_options* options, kolo_handle** handle) {
+  kolo::engine::Handle h;
+  kolo_status s = guarded([&] {
+    auto o = convert(options);
+    h = engine().broadcast(name, {data, dtype_of(dtype), {count}}, o.root, o);
+  });
+  return s == KOLO_OK ? wrap(h, handle) : s;
+}
+
+kolo_status kolo_barrier_async(const kolo_options* options, kolo_handle** handle) {
+  kolo::engine::Handle h;
+  kolo_status s = guarded([&] { h = engine().barrier(convert(options)); });
+  return s == KOLO_OK ? wrap(h, handle) : s;
+}
+
+kolo_status kolo_join_async(const kolo_options* options, kolo_handle** handle) {
+  kolo::engine::Handle h;
+  kolo_status s = guarded([&] { h = engine().join(convert(options)); });
+  return s == KOLO_OK ? wrap(h, handle) : s;
+}
+
+kolo_status kolo_wait(kolo_handle* handle, double timeout_seconds) {
+  if (!handle) return KOLO_ERR_INVALID_ARGUMENT;
+  auto ms = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+  if (!handle->handle.wait(ms)) return KOLO_PENDING;
+  return kolo_poll(handle);
+}
+
+kolo_status kolo_poll(kolo_handle* handle) {
+  if (!handle) return KOLO_ERR_INVALID_ARGUMENT;
+  if (!handle->handle.done()) return KOLO_PENDING;
+  auto status = handle->handle.status();
+  if (status.ok) return KOLO_OK;
+  handle->error = status.message;
+  return to_status(status.code);
+}
+
+const char* kolo_handle_error(kolo_handle* handle) {
+  return handle ? handle->error.c_str() : "null handle";
+}
+
+kolo_status kolo_handle_output(kolo_handle* handle, const void** data, size_t* bytes) {
+  if (!handle || !data || !bytes) return KOLO_ERR_INVALID_ARGUMENT;
+  const auto& out = handle->handle.output();
+  *data = out.data();
+  *bytes = out.empty() ? 0 : out.size() - 1;  // the engine keeps one spare byte
+  return KOLO_OK;
+}
+
+int64_t kolo_handle_value(kolo_handle* handle) {
+  return handle ? handle->handle.output_value() : -1;
+}
+
+void kolo_handle_free(kolo_handle* handle) {
+  delete handle;
+}
+
+kolo_status kolo_add_process_set(const int* ranks, int count, int* process_set) {
+  return guarded(
+      [&] { *process_set = engine().add_process_set(std::vector<int>(ranks, ranks + count)); });
+}
+
+kolo_status kolo_timeline_start(const char* path) {
+  return guarded([&] { engine().start_timeline(path); });
+}
+
+kolo_status kolo_timeline_stop(void) {
+  return guarded([] { engine().stop_timeline(); });
+}
+
+kolo_status kolo_comm_allreduce(const void* send, void* recv, size_t count, kolo_dtype dtype,
+                                kolo_op op) {
+  return guarded([&] {
+    engine().communicator().allreduce(send, recv, count, dtype_of(dtype),
+                                      static_cast<kolo::ReduceOp>(op));
+  });
+}
+
+kolo_status kolo_comm_allgather(const void* send, void* recv, size_t count, kolo_dtype dtype) {
+  return guarded([&] { engine().communicator().allgather(send, recv, count, dtype_of(dtype)); });
+}
+
+kolo_status kolo_comm_broadcast(void* data, size_t count, kolo_dtype dtype, int root) {
+  return guarded([&] { engine().communicator().broadcast(data, count, dtype_of(dtype), root); });
+}
+
+kolo_status kolo_comm_barrier(void) {
+  return guarded([] { engine().communicator().barrier(); });
+}
+
+}  // extern "C"
