@@ -63,10 +63,12 @@ std::vector<Tensor> make_tensors(int rank) {
   return tensors;
 }
 
-TEST(Engine, ManyTensorsFromSeveralThreadsInRandomOrder) {
+std::vector<engine::EngineStats> many_tensors(size_t cache_capacity) {
   const int size = 3;
-  auto stats = run_thread_ranks(size, TransportKind::kShm, [&](Communicator& comm) {
-    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), quick_options());
+  return run_thread_ranks(size, TransportKind::kShm, [&](Communicator& comm) {
+    EngineOptions options = quick_options();
+    options.cache_capacity = cache_capacity;
+    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), options);
     std::mt19937 rng(comm.rank() * 7 + 1);
     for (int step = 0; step < 3; ++step) {
       auto tensors = make_tensors(comm.rank());
@@ -92,11 +94,42 @@ TEST(Engine, ManyTensorsFromSeveralThreadsInRandomOrder) {
     }
     return eng.stats();
   });
-  for (auto& s : stats) {
+}
+
+TEST(Engine, ManyTensorsFromSeveralThreadsInRandomOrder) {
+  for (auto& s : many_tensors(1024)) {
     EXPECT_GT(s.fused_collectives, 0u) << "no fusion happened";
     EXPECT_GT(s.cache_hits, 0u) << "no cache hits in steps 2 and 3";
     EXPECT_EQ(s.responses, 600u);
   }
+}
+
+TEST(Engine, ASmallCacheEvictsConsistentlyAndZeroDisablesIt) {
+  for (auto& s : many_tensors(16)) EXPECT_EQ(s.responses, 600u);  // evictions every step
+  for (auto& s : many_tensors(0)) {
+    EXPECT_EQ(s.responses, 600u);
+    EXPECT_EQ(s.cache_hits, 0u);
+  }
+}
+
+TEST(Engine, ProcessSetsReduceAmongTheirMembersOnly) {
+  run_thread_ranks(3, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), quick_options());
+    int evens = eng.add_process_set({0, 2});
+    std::vector<float> v(100, float(comm.rank() + 1));
+    TensorView tv{v.data(), DType::kFloat32, {100}};
+    OpOptions in_set;
+    in_set.process_set = evens;
+    if (comm.rank() != 1) {
+      eng.allreduce("evens", tv, tv, in_set).check();
+      EXPECT_EQ(v[99], 4.0f);  // ranks 0 and 2 contribute 1 and 3
+    } else {
+      EXPECT_THROW(eng.allreduce("evens", tv, tv, in_set), Error);  // not a member
+    }
+    eng.allreduce("all", tv, tv).check();
+    EXPECT_EQ(v[0], 10.0f);  // after "evens": 4 + 2 + 4
+    return 0;
+  });
 }
 
 engine::Status status_of(const Handle& h) {
@@ -218,6 +251,26 @@ TEST(Engine, OtherOpsJoinAndCompression) {
       j.check();
       EXPECT_EQ(j.output_value(), 2);
     }
+    return 0;
+  });
+}
+
+TEST(Engine, Fp16CompressionSendsHalfTheBytes) {
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), quick_options());
+    std::vector<float> plain(4096), packed(4096);
+    for (size_t i = 0; i < plain.size(); ++i) plain[i] = packed[i] = 0.37f * float(i % 100);
+    OpOptions co;
+    co.compression = engine::Compression::kFp16;
+    TensorView pv{plain.data(), DType::kFloat32, {4096}},
+        cv{packed.data(), DType::kFloat32, {4096}};
+    eng.allreduce("compressed", cv, cv, co).check();
+    auto st = eng.stats();
+    EXPECT_EQ(st.bytes_submitted, 4096u * 4);
+    EXPECT_EQ(st.bytes_sent, 4096u * 2);  // half: fp16 on the wire
+    eng.allreduce("plain", pv, pv).check();
+    for (size_t i = 0; i < plain.size(); ++i)  // two fp16 roundings of values below 100
+      EXPECT_NEAR(packed[i], plain[i], std::abs(plain[i]) * 2 * std::ldexp(1.0, -11)) << i;
     return 0;
   });
 }
