@@ -85,7 +85,7 @@ void run_step(engine::Engine& eng, Communicator& comm, const std::vector<Spec>& 
   }
 }
 
-// Every phase must appear in the trace: negotiation with per-rank ready ticks, pack, the
+// Every phase must appear in the trace: negotiation with per-rank ready ticks, queue, pack, the
 // collective with its arguments, unpack.
 void check_timeline(const std::string& path, int size) {
   std::ifstream in(path);
@@ -101,7 +101,7 @@ void check_timeline(const std::string& path, int size) {
       args = e["args"].contains("algorithm") && e["args"].contains("transport") &&
              e["args"].contains("bytes");
   }
-  for (const char* p : {"NEGOTIATE", "PACK", "ALLREDUCE", "UNPACK"})
+  for (const char* p : {"NEGOTIATE", "QUEUE", "PACK", "ALLREDUCE", "UNPACK"})
     expect(phases.count(p) == 1, std::string("timeline has no ") + p + " phase");
   expect(static_cast<int>(ticks.size()) == size, "timeline has a ready tick for every rank");
   expect(args, "ALLREDUCE events carry algorithm, transport and bytes");

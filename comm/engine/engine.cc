@@ -219,7 +219,10 @@ bool Engine::Impl::cycle(ProcessSet& set) {
   if (responses.empty()) return !set.pending.empty() || set.joined;
   for (const auto& r : responses)
     for (const auto& name : r.names)
-      if (timeline.active() && set.pending.count(name)) timeline.end(name, "NEGOTIATE");
+      if (timeline.active() && set.pending.count(name)) {
+        timeline.end(name, "NEGOTIATE");
+        timeline.begin(name, "QUEUE");  // agreed everywhere, waiting for its turn
+      }
   executor_->run(set, responses);
   for (size_t i = hits; i < responses.size(); ++i) set.cache.put(responses[i]);
   return true;

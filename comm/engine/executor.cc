@@ -73,6 +73,7 @@ bool Executor::run_unfused(ProcessSet& set, const Response& r) {
   auto it = set.pending.find(r.names[0]);
   if (it == set.pending.end()) return false;
   Pending& p = it->second;
+  if (timeline_->active()) timeline_->end(r.names[0], "QUEUE");
   if (timeline_->active())
     timeline_->begin(
         r.names[0], "ALLREDUCE",
@@ -101,6 +102,7 @@ void Executor::allreduce_group(ProcessSet& set, const std::vector<const Response
     const std::string& name = r->names[0];
     const size_t count = static_cast<size_t>(r->counts[0]);
     auto it = set.pending.find(name);
+    if (timeline_->active() && it != set.pending.end()) timeline_->end(name, "QUEUE");
     if (timeline_->active()) timeline_->begin(name, "PACK");
     if (it == set.pending.end())
       std::memset(buf + at, 0, count * wsize);  // joined: zeros

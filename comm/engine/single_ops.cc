@@ -81,6 +81,7 @@ void Executor::run_single(ProcessSet& set, const Response& r) {
   if (it == set.pending.end()) return;
   Pending& p = it->second;
   const std::string& name = r.names[0];
+  if (timeline_->active()) timeline_->end(name, "QUEUE");
   if (timeline_->active())
     timeline_->begin(name, op_type_name(r.type),
                      {{"transport", transport_name(comm.transport())}, {"bytes", p.input.bytes()}});

@@ -61,8 +61,9 @@ void check_around(TransportKind transport, int ranks, const std::set<size_t>& po
 
 TEST(AutoSelection, ShmAroundTheLowLatencyLimit) {
   for (int ranks : {2, 5, 8}) {
-    auto points = switch_points(TransportKind::kShm, ranks, 1 << 16);
-    EXPECT_EQ(points, std::set<size_t>{collectives::low_latency_limit(ranks) + 4});
+    auto points = switch_points(TransportKind::kShm, ranks, 1 << 18);
+    // The first multiple of 4 (float32 sizes) above the limit.
+    EXPECT_EQ(points, std::set<size_t>{(collectives::low_latency_limit(ranks) / 4 + 1) * 4});
     check_around(TransportKind::kShm, ranks, points);
   }
 }

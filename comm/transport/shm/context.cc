@@ -232,6 +232,7 @@ uint64_t ShmContext::generation() const {
 }
 
 void ShmContext::arrive(uint64_t generation) {
+  if (failed()) KOLO_THROW(ErrorCode::kPeerLost, "communicator already failed: ", failure_);
   header(rank_)->generation.store(generation, std::memory_order_release);
   for (int p = 0; p < size_; ++p)
     if (p != rank_) ring_doorbell(header(p));
@@ -244,9 +245,20 @@ uint64_t ShmContext::sync() {
   return generation;
 }
 
-// Waits until every peer has arrived at `generation`: a short spin when ranks have cores to
-// themselves (the latency of small collectives), then yields, then sleeps on the doorbell.
+// Waits until every peer has arrived at `generation`. A failure marks the context failed and
+// tells the peers, as Context::wait does for transfers.
 void ShmContext::wait_generation(uint64_t generation) {
+  try {
+    wait_for_peers(generation);
+  } catch (const Error& e) {
+    fail(e.what());
+    throw;
+  }
+}
+
+// A short spin when ranks have cores to themselves (the latency of small collectives), then
+// yields, then sleeps on the doorbell.
+void ShmContext::wait_for_peers(uint64_t generation) {
   using Clock = std::chrono::steady_clock;
   SegmentHeader* self = header(rank_);
   auto first_missing = [&]() {
@@ -287,6 +299,15 @@ void ShmContext::check_peer_alive(int peer) {
 }
 
 void ShmContext::read_peer(int peer, const void* remote, void* local, size_t bytes) {
+  try {
+    copy_from_peer(peer, remote, local, bytes);
+  } catch (const Error& e) {
+    fail(e.what());
+    throw;
+  }
+}
+
+void ShmContext::copy_from_peer(int peer, const void* remote, void* local, size_t bytes) {
   if (bytes == 0) return;
   if (same_process(peer)) {
     std::memcpy(local, remote, bytes);

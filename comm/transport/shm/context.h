@@ -56,6 +56,8 @@ class ShmContext : public Context {
   void sleep_until_doorbell(uint32_t seen);
   void check_peers(Transfer* t);
   void check_peer_alive(int peer);
+  void wait_for_peers(uint64_t generation);
+  void copy_from_peer(int peer, const void* remote, void* local, size_t bytes);
   void probe_cross_process_reads(const ContextOptions& options);
 
   size_t capacity_;
