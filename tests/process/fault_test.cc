@@ -25,8 +25,10 @@ constexpr double kMargin = 3.0;    // allowed on top of it, for 2 cores under lo
 
 void allreduce_forever(Communicator& comm, int) {
   std::vector<float> data(size_t{4} << 20, 1.0f);
-  for (int i = 0; i < 100000; ++i)
+  for (int i = 0; i < 100000; ++i) {
     comm.allreduce(data.data(), data.data(), data.size(), DType::kFloat32, ReduceOp::kMax);
+    if (i == 0) mark_started(comm);
+  }
 }
 
 class KilledRank : public ::testing::TestWithParam<TransportKind> {};
@@ -35,7 +37,8 @@ TEST_P(KilledRank, SurvivorsFailWithinTheDeadlineNamingTheLostRank) {
   const int size = 4, victim = 2;
   ForkedJob job(size, GetParam(), kDeadline);
   job.start(allreduce_forever);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // well inside the allreduces
+  job.wait_started(60.0);  // every rank is past rendezvous and allreducing (slow under load)
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   double killed_at = job.elapsed();
   job.kill(victim, SIGKILL);
   auto outcomes = job.collect(killed_at + kDeadline + kMargin);
@@ -63,13 +66,15 @@ TEST_P(AbsentRank, RanksWaitingForItTimeOut) {
   ForkedJob job(size, GetParam(), deadline);
   job.start([](Communicator& comm, int rank) {
     std::vector<double> data(1000, 1.0);
+    mark_started(comm);
     if (rank == 2) {
       std::this_thread::sleep_for(std::chrono::seconds(30));  // never calls the collective
       return;
     }
     comm.allreduce(data.data(), data.data(), data.size(), DType::kFloat64, ReduceOp::kSum);
   });
-  auto outcomes = job.collect(deadline + kMargin + 2.0);
+  job.wait_started(60.0);
+  auto outcomes = job.collect(job.elapsed() + deadline + kMargin);
   for (int r = 0; r < 2; ++r) {
     const Outcome& o = outcomes[static_cast<size_t>(r)];
     ASSERT_TRUE(o.exited) << "rank " << r << " hung";

@@ -63,6 +63,16 @@ void ForkedJob::start(const std::function<void(Communicator&, int rank)>& body) 
   }
 }
 
+void mark_started(Communicator& comm) {
+  comm.store()->set("started/" + std::to_string(comm.rank()), "1");
+}
+
+void ForkedJob::wait_started(double limit_seconds) {
+  auto limit = std::chrono::milliseconds(static_cast<int64_t>(limit_seconds * 1000));
+  bootstrap::TcpStore client("127.0.0.1", server_->port(), -1, limit);
+  for (int r = 0; r < size_; ++r) client.get("w/started/" + std::to_string(r), limit);
+}
+
 void ForkedJob::kill(int rank, int signal) {
   ::kill(pids_[static_cast<size_t>(rank)], signal);
 }

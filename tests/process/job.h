@@ -25,6 +25,9 @@ struct Outcome {
   double seconds = 0;   // when it reported, from job start
 };
 
+// Called by a rank's body once it is running: ForkedJob::wait_started() returns after all have.
+void mark_started(Communicator& comm);
+
 class ForkedJob {
  public:
   ForkedJob(int size, TransportKind transport, double timeout_seconds);
@@ -37,6 +40,8 @@ class ForkedJob {
   // Starts every rank (a forked process) running `body`.
   void start(const std::function<void(Communicator&, int rank)>& body);
   void kill(int rank, int signal);
+  // Waits until every rank has called mark_started() (the job is past its rendezvous).
+  void wait_started(double limit_seconds);
   // Collects every rank's outcome, waiting at most `limit_seconds` from start.
   std::vector<Outcome> collect(double limit_seconds);
   int store_port() const { return server_->port(); }
