@@ -247,6 +247,7 @@ TEST(Engine, OtherOpsJoinAndCompression) {
                     {v.data(), DType::kFloat32, {4}})
           .check();
       EXPECT_EQ(v[0], 2.0f);  // ranks 1 and 2; rank 0 contributed zeros
+      if (r == 2) std::this_thread::sleep_for(std::chrono::milliseconds(300));  // join last
       auto j = eng.join();
       j.check();
       EXPECT_EQ(j.output_value(), 2);
