@@ -81,6 +81,16 @@ kolo_status kolo_allgather_async(const char* name, const void* input, int ndim,
                                  const kolo_options* options, kolo_handle** handle);
 kolo_status kolo_broadcast_async(const char* name, void* data, int64_t count, kolo_dtype dtype,
                                  const kolo_options* options, kolo_handle** handle);
+/* Rows of `input` (shape[0]) go to the ranks in order: splits[p] rows to rank p (size()
+ * entries; NULL splits the rows evenly). The received rows are read with kolo_handle_output. */
+kolo_status kolo_alltoall_async(const char* name, const void* input, int ndim, const int64_t* shape,
+                                const int64_t* splits, kolo_dtype dtype,
+                                const kolo_options* options, kolo_handle** handle);
+/* Reduces `input` over all ranks; this rank receives its share of the rows (shape[0] split as
+ * evenly as possible), read with kolo_handle_output. */
+kolo_status kolo_reducescatter_async(const char* name, const void* input, int ndim,
+                                     const int64_t* shape, kolo_dtype dtype,
+                                     const kolo_options* options, kolo_handle** handle);
 kolo_status kolo_barrier_async(const kolo_options* options, kolo_handle** handle);
 /* This rank has no more data; the handle's value (kolo_handle_value) is the last rank to join. */
 kolo_status kolo_join_async(const kolo_options* options, kolo_handle** handle);

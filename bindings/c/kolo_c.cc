@@ -166,6 +166,32 @@ kolo_status kolo_broadcast_async(const char* name, void* data, int64_t count, ko
   return s == KOLO_OK ? wrap(h, handle) : s;
 }
 
+kolo_status kolo_alltoall_async(const char* name, const void* input, int ndim, const int64_t* shape,
+                                const int64_t* splits, kolo_dtype dtype,
+                                const kolo_options* options, kolo_handle** handle) {
+  kolo::engine::Handle h;
+  kolo_status s = guarded([&] {
+    auto o = convert(options);
+    if (splits) o.splits.assign(splits, splits + engine().communicator().size());
+    kolo::engine::TensorView in{const_cast<void*>(input), dtype_of(dtype),
+                                std::vector<int64_t>(shape, shape + ndim)};
+    h = engine().alltoall(name, in, o);
+  });
+  return s == KOLO_OK ? wrap(h, handle) : s;
+}
+
+kolo_status kolo_reducescatter_async(const char* name, const void* input, int ndim,
+                                     const int64_t* shape, kolo_dtype dtype,
+                                     const kolo_options* options, kolo_handle** handle) {
+  kolo::engine::Handle h;
+  kolo_status s = guarded([&] {
+    kolo::engine::TensorView in{const_cast<void*>(input), dtype_of(dtype),
+                                std::vector<int64_t>(shape, shape + ndim)};
+    h = engine().reducescatter(name, in, convert(options));
+  });
+  return s == KOLO_OK ? wrap(h, handle) : s;
+}
+
 kolo_status kolo_barrier_async(const kolo_options* options, kolo_handle** handle) {
   kolo::engine::Handle h;
   kolo_status s = guarded([&] { h = engine().barrier(convert(options)); });
@@ -202,7 +228,7 @@ kolo_status kolo_handle_output(kolo_handle* handle, const void** data, size_t* b
   if (!handle || !data || !bytes) return KOLO_ERR_INVALID_ARGUMENT;
   const auto& out = handle->handle.output();
   *data = out.data();
-  *bytes = out.empty() ? 0 : out.size() - 1;  // the engine keeps one spare byte
+  *bytes = out.size();
   return KOLO_OK;
 }
 

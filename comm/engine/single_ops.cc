@@ -24,7 +24,7 @@ void allgather(Communicator& comm, Pending& p, const Response& r) {
     rows += d;
   }
   auto& out = p.state->output;
-  out.resize(std::accumulate(counts.begin(), counts.end(), size_t{0}) * esize + 1);
+  out.resize(std::accumulate(counts.begin(), counts.end(), size_t{0}) * esize);
   comm.allgatherv(p.input.data, p.input.count(), out.data(), counts, p.request.dtype);
   p.state->output_shape = p.request.shape.empty() ? std::vector<int64_t>{rows} : p.request.shape;
   p.state->output_shape[0] = rows;
@@ -41,7 +41,7 @@ void alltoall(Communicator& comm, Pending& p, const Response& r) {
     rows += r.splits[q * n + me];
   }
   auto& out = p.state->output;
-  out.resize(std::accumulate(recv.begin(), recv.end(), size_t{0}) * esize + 1);
+  out.resize(std::accumulate(recv.begin(), recv.end(), size_t{0}) * esize);
   comm.alltoallv(p.input.data, send, out.data(), recv, p.request.dtype);
   p.state->output_shape = p.request.shape.empty() ? std::vector<int64_t>{rows} : p.request.shape;
   p.state->output_shape[0] = rows;

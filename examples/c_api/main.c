@@ -53,6 +53,28 @@ int main(void) {
   wrong += bytes != (size_t)(size * (size + 1)) * sizeof(int32_t);
   wrong += ((const int32_t*)data)[bytes / sizeof(int32_t) - 1] != size - 1;
   kolo_handle_free(gathered);
+  /* reducescatter: every rank contributes size rows of 1.0; each receives its row summed */
+  float ones[64];
+  for (int i = 0; i < size; ++i) ones[i] = 1.0f;
+  int64_t rs_shape[1] = {size};
+  kolo_handle* scattered;
+  CHECK(kolo_reducescatter_async("scatter", ones, 1, rs_shape, KOLO_FLOAT32, NULL, &scattered));
+  CHECK(kolo_wait(scattered, 60.0));
+  CHECK(kolo_handle_output(scattered, &data, &bytes));
+  wrong += bytes != sizeof(float) || ((const float*)data)[0] != (float)size;
+  kolo_handle_free(scattered);
+  /* alltoall: one row of this rank's number to every rank */
+  int32_t mine[64];
+  const int32_t* got;
+  for (int i = 0; i < size; ++i) mine[i] = rank;
+  int64_t a_shape[1] = {size};
+  kolo_handle* exchanged;
+  CHECK(kolo_alltoall_async("exchange", mine, 1, a_shape, NULL, KOLO_INT32, NULL, &exchanged));
+  CHECK(kolo_wait(exchanged, 60.0));
+  CHECK(kolo_handle_output(exchanged, &data, &bytes));
+  got = (const int32_t*)data;
+  for (int i = 0; i < size; ++i) wrong += got[i] != i;
+  kolo_handle_free(exchanged);
   CHECK(kolo_comm_barrier());
   if (rank == 0) printf("c_api_demo: %d ranks, results %s\n", size, wrong ? "WRONG" : "correct");
   CHECK(kolo_shutdown());
