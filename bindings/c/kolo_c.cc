@@ -81,6 +81,18 @@ kolo_status wrap(kolo::engine::Handle h, kolo_handle** out) {
   return KOLO_OK;
 }
 
+// Runs `make` (which submits an op) and hands its Handle to C through `out`.
+template <typename Fn>
+kolo_status submit(kolo_handle** out, Fn make) {
+  kolo::engine::Handle h;
+  kolo_status s = guarded([&] { h = make(); });
+  return s == KOLO_OK ? wrap(h, out) : s;
+}
+
+kolo::engine::TensorView view(const void* data, kolo_dtype dtype, int ndim, const int64_t* shape) {
+  return {const_cast<void*>(data), dtype_of(dtype), std::vector<int64_t>(shape, shape + ndim)};
+}
+
 int topology(int (kolo::Communicator::*get)() const) {
   return g_comm ? ((*g_comm).*get)() : -1;
 }
@@ -135,73 +147,52 @@ const char* kolo_last_error(void) {
 kolo_status kolo_allreduce_async(const char* name, const void* input, void* output, int64_t count,
                                  kolo_dtype dtype, const kolo_options* options,
                                  kolo_handle** handle) {
-  kolo::engine::Handle h;
-  kolo_status s = guarded([&] {
-    kolo::engine::TensorView in{const_cast<void*>(input), dtype_of(dtype), {count}};
-    kolo::engine::TensorView out{output, dtype_of(dtype), {count}};
-    h = engine().allreduce(name, in, out, convert(options));
+  return submit(handle, [&] {
+    return engine().allreduce(name, view(input, dtype, 1, &count), view(output, dtype, 1, &count),
+                              convert(options));
   });
-  return s == KOLO_OK ? wrap(h, handle) : s;
 }
 
 kolo_status kolo_allgather_async(const char* name, const void* input, int ndim,
                                  const int64_t* shape, kolo_dtype dtype,
                                  const kolo_options* options, kolo_handle** handle) {
-  kolo::engine::Handle h;
-  kolo_status s = guarded([&] {
-    kolo::engine::TensorView in{const_cast<void*>(input), dtype_of(dtype),
-                                std::vector<int64_t>(shape, shape + ndim)};
-    h = engine().allgather(name, in, convert(options));
+  return submit(handle, [&] {
+    return engine().allgather(name, view(input, dtype, ndim, shape), convert(options));
   });
-  return s == KOLO_OK ? wrap(h, handle) : s;
 }
 
 kolo_status kolo_broadcast_async(const char* name, void* data, int64_t count, kolo_dtype dtype,
                                  const kolo_options* options, kolo_handle** handle) {
-  kolo::engine::Handle h;
-  kolo_status s = guarded([&] {
+  return submit(handle, [&] {
     auto o = convert(options);
-    h = engine().broadcast(name, {data, dtype_of(dtype), {count}}, o.root, o);
+    return engine().broadcast(name, view(data, dtype, 1, &count), o.root, o);
   });
-  return s == KOLO_OK ? wrap(h, handle) : s;
 }
 
 kolo_status kolo_alltoall_async(const char* name, const void* input, int ndim, const int64_t* shape,
                                 const int64_t* splits, kolo_dtype dtype,
                                 const kolo_options* options, kolo_handle** handle) {
-  kolo::engine::Handle h;
-  kolo_status s = guarded([&] {
+  return submit(handle, [&] {
     auto o = convert(options);
     if (splits) o.splits.assign(splits, splits + engine().communicator().size());
-    kolo::engine::TensorView in{const_cast<void*>(input), dtype_of(dtype),
-                                std::vector<int64_t>(shape, shape + ndim)};
-    h = engine().alltoall(name, in, o);
+    return engine().alltoall(name, view(input, dtype, ndim, shape), o);
   });
-  return s == KOLO_OK ? wrap(h, handle) : s;
 }
 
 kolo_status kolo_reducescatter_async(const char* name, const void* input, int ndim,
                                      const int64_t* shape, kolo_dtype dtype,
                                      const kolo_options* options, kolo_handle** handle) {
-  kolo::engine::Handle h;
-  kolo_status s = guarded([&] {
-    kolo::engine::TensorView in{const_cast<void*>(input), dtype_of(dtype),
-                                std::vector<int64_t>(shape, shape + ndim)};
-    h = engine().reducescatter(name, in, convert(options));
+  return submit(handle, [&] {
+    return engine().reducescatter(name, view(input, dtype, ndim, shape), convert(options));
   });
-  return s == KOLO_OK ? wrap(h, handle) : s;
 }
 
 kolo_status kolo_barrier_async(const kolo_options* options, kolo_handle** handle) {
-  kolo::engine::Handle h;
-  kolo_status s = guarded([&] { h = engine().barrier(convert(options)); });
-  return s == KOLO_OK ? wrap(h, handle) : s;
+  return submit(handle, [&] { return engine().barrier(convert(options)); });
 }
 
 kolo_status kolo_join_async(const kolo_options* options, kolo_handle** handle) {
-  kolo::engine::Handle h;
-  kolo_status s = guarded([&] { h = engine().join(convert(options)); });
-  return s == KOLO_OK ? wrap(h, handle) : s;
+  return submit(handle, [&] { return engine().join(convert(options)); });
 }
 
 kolo_status kolo_wait(kolo_handle* handle, double timeout_seconds) {
