@@ -21,6 +21,18 @@ namespace kolo {
 namespace {
 
 std::atomic<bool> g_launched_by_mpi{false};
+// True while every rank reached the store over loopback: the job is on this machine, however
+// many hosts KOLO_HOSTNAME pretends, and the tcp transport stays on loopback too.
+std::atomic<bool> g_store_on_loopback{true};
+
+bool is_loopback(const std::string& addr) {
+  return addr.rfind("127.", 0) == 0 || addr == "localhost";
+}
+
+// Open MPI says how many ranks share this host; when all do, the store stays on loopback.
+bool mpi_job_on_one_host(int size) {
+  return env::get_int("OMPI_COMM_WORLD_LOCAL_SIZE", -1, -1, 1 << 20) == size;
+}
 
 // Where rank 0's store listens and how the others find it.
 std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
@@ -34,17 +46,21 @@ std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
     bootstrap::mpi_world::ensure_initialized();
     std::string where;
     if (info.rank == 0) {
-      server = std::make_unique<bootstrap::TcpStoreServer>("0.0.0.0", info.port);
-      where = net::routable_address() + ":" + std::to_string(server->port());
+      const bool local = mpi_job_on_one_host(info.size);
+      server = std::make_unique<bootstrap::TcpStoreServer>(local ? "127.0.0.1" : "0.0.0.0",
+                                                           info.port);
+      where = (local ? std::string("127.0.0.1") : net::routable_address()) + ":" +
+              std::to_string(server->port());
     }
     where = bootstrap::mpi_world::broadcast(where, 0);
     info.addr = where.substr(0, where.rfind(':'));
     info.port = std::stoi(where.substr(where.rfind(':') + 1));
   } else if (info.rank == 0) {
     // A loopback address keeps the store off the network; otherwise listen everywhere.
-    std::string bind = info.addr.rfind("127.", 0) == 0 ? info.addr : "0.0.0.0";
+    std::string bind = is_loopback(info.addr) ? "127.0.0.1" : "0.0.0.0";
     server = std::make_unique<bootstrap::TcpStoreServer>(bind, info.port);
   }
+  g_store_on_loopback = is_loopback(info.addr);
   auto store = std::make_shared<bootstrap::TcpStore>(info.addr, info.port, info.rank, timeout);
   if (server) store->host_server(std::move(server));
   return store;
@@ -124,8 +140,8 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
   comm->transport_ = resolve_transport(options.transport, topo.cross_size);
   if (size > 1) {
     // Across hosts, tcp must listen on an address the other hosts can reach.
-    std::string bind =
-        topo.cross_size > 1 && !env::get("KOLO_TCP_ADDR") ? net::routable_address() : "";
+    const bool remote_peers = topo.cross_size > 1 && !g_store_on_loopback;
+    std::string bind = remote_peers && !env::get("KOLO_TCP_ADDR") ? net::routable_address() : "";
     transport::ContextOptions ctx{store, comm->tag_, rank, size, comm->world_ranks_, timeout, bind};
     comm->context_ = transport::create_context(comm->transport_, ctx);
     comm->shm_ = dynamic_cast<transport::shm::ShmContext*>(comm->context_.get());

@@ -10,7 +10,8 @@ reps=${2:-5}
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 bw=build/benchmarks/allreduce_bw
-mpi() { local np=$1; shift; mpirun --oversubscribe -np "$np" "$@" >/dev/null; }
+lo="--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo"  # loopback only
+mpi() { local np=$1; shift; mpirun --oversubscribe $lo -np "$np" "$@" >/dev/null; }
 
 for rep in $(seq 1 "$reps"); do
   echo "perf_runs: repetition $rep of $reps"
@@ -20,7 +21,7 @@ for rep in $(seq 1 "$reps"); do
   mpi 2 $bw -b 32M -e 32M -n 5 -w 2 -d float16 --compare gloo --json "$out/p2_fp16_16M.$rep.json"
   mpi 2 $bw -b 64M -e 64M -n 5 -w 2 --coll reduce_scatter --compare mpi --json "$out/p2_rs_64M.$rep.json"
   mpi 2 $bw -b 64M -e 64M -n 5 -w 2 --coll allgather --compare mpi --json "$out/p2_ag_64M.$rep.json"
-  mpirun --oversubscribe -np 2 --mca btl tcp,self $bw -b 64M -e 64M -n 5 -w 2 --transport tcp \
+  mpirun --oversubscribe $lo -np 2 --mca btl tcp,self $bw -b 64M -e 64M -n 5 -w 2 --transport tcp \
     --compare mpi --json "$out/p2_tcp_64M.$rep.json" >/dev/null
   mpi 4 $bw -b 32M -e 32M -n 5 -w 2 --compare mpi,gloo --json "$out/p4_32M.$rep.json"
   mpi 8 $bw -b 32M -e 32M -n 3 -w 1 --compare mpi,gloo --json "$out/p8_32M.$rep.json"

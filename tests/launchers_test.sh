@@ -54,7 +54,7 @@ out=$("$kolorun" -np $np "$sweep" "${args[@]}" 2>&1); check kolorun "$out" $?
 out=$(run_env_launch torchrun_env); check torchrun "$out" $?
 out=$(run_env_launch slurm_env); check slurm "$out" $?
 if [ -n "$mpirun" ]; then
-  out=$($mpirun --allow-run-as-root --oversubscribe -np $np "$sweep" "${args[@]}" 2>&1); check mpirun "$out" $?
+  out=$($mpirun --allow-run-as-root --oversubscribe --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -np $np "$sweep" "${args[@]}" 2>&1); check mpirun "$out" $?
 fi
 
 unique=$(printf '%s\n' "${digests[@]}" | sort -u | wc -l)
