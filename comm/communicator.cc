@@ -47,8 +47,8 @@ std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
     std::string where;
     if (info.rank == 0) {
       const bool local = mpi_job_on_one_host(info.size);
-      server = std::make_unique<bootstrap::TcpStoreServer>(local ? "127.0.0.1" : "0.0.0.0",
-                                                           info.port);
+      server =
+          std::make_unique<bootstrap::TcpStoreServer>(local ? "127.0.0.1" : "0.0.0.0", info.port);
       where = (local ? std::string("127.0.0.1") : net::routable_address()) + ":" +
               std::to_string(server->port());
     }
