@@ -41,6 +41,12 @@ if(NOT GLOO_FOUND)
   endif()
 endif()
 kolo_dependency(GLOO GLOO_FOUND)
+# OpenBLAS: GEMM for the trainer's CPU kernels (Debian: libopenblas-dev).
+set(OPENBLAS_FOUND OFF)
+if(PkgConfig_FOUND)
+  pkg_check_modules(OPENBLAS QUIET IMPORTED_TARGET openblas)
+endif()
+kolo_dependency(OPENBLAS OPENBLAS_FOUND)
 kolo_dependency(UCX UCX_FOUND)
 
 if(EXISTS /usr/local/cuda/bin/nvcc AND NOT CMAKE_CUDA_COMPILER)

@@ -1,0 +1,26 @@
+// ParamLayout: appends named tensors to a flat buffer at aligned offsets.
+#include "trainer/model/param_layout.h"
+
+#include "comm/base/error.h"
+
+namespace kolo::trainer {
+
+size_t ParamLayout::add(std::string name, std::vector<int64_t> shape, bool decay) {
+  size_t numel = 1;
+  for (int64_t d : shape) {
+    KOLO_CHECK_ARG(d > 0, "parameter ", name, ": dimension ", d, " must be positive");
+    numel *= static_cast<size_t>(d);
+  }
+  size_t offset = (total_ + kAlign - 1) / kAlign * kAlign;
+  params_.push_back(ParamInfo{std::move(name), std::move(shape), offset, numel, decay});
+  total_ = offset + numel;
+  return offset;
+}
+
+const ParamInfo& ParamLayout::find(const std::string& name) const {
+  for (const ParamInfo& p : params_)
+    if (p.name == name) return p;
+  KOLO_THROW(ErrorCode::kInvalidArgument, "no parameter named '", name, "'");
+}
+
+}  // namespace kolo::trainer

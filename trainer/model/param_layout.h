@@ -1,0 +1,37 @@
+// Where each named parameter lives inside a model's flat parameter buffer. Models register
+// their tensors in a fixed order (Hugging Face names), so fusion buckets and ZeRO shards are
+// contiguous element ranges of one buffer, and checkpoints map names to ranges.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kolo::trainer {
+
+struct ParamInfo {
+  std::string name;            // Hugging Face name, e.g. "bert.encoder.layer.0.output.dense.weight"
+  std::vector<int64_t> shape;  // PyTorch shape ([out, in] for a linear weight)
+  size_t offset = 0;           // first element inside the flat buffer
+  size_t numel = 0;
+  bool decay = true;           // AdamW weight decay applies (false: biases, LayerNorm, ...)
+};
+
+class ParamLayout {
+ public:
+  // Appends a tensor after the previous ones; offsets are rounded up to kAlign elements so
+  // each tensor starts 64-byte aligned in every storage dtype. Returns its offset.
+  size_t add(std::string name, std::vector<int64_t> shape, bool decay);
+  const std::vector<ParamInfo>& params() const { return params_; }
+  const ParamInfo& find(const std::string& name) const;  // throws kInvalidArgument if absent
+  size_t total() const { return total_; }                 // elements, padding included
+
+  static constexpr size_t kAlign = 32;
+
+ private:
+  std::vector<ParamInfo> params_;
+  size_t total_ = 0;
+};
+
+}  // namespace kolo::trainer
