@@ -1,0 +1,150 @@
+// The CPU backend object and its memory, conversion and reduction methods; the kernels live
+// in the sibling files (gemm.cc, layernorm.cc, attention.cc, ...).
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+
+#include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/vec.h"
+
+namespace kolo::trainer {
+namespace cpu {
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+struct AlignedFree {
+  void operator()(float* p) const { std::free(p); }
+};
+struct ScratchBuffer {
+  std::unique_ptr<float, AlignedFree> data;
+  size_t capacity = 0;
+};
+
+}  // namespace
+
+float* scratch(Slot slot, size_t n) {
+  thread_local ScratchBuffer buffers[static_cast<int>(Slot::kCount)];
+  ScratchBuffer& buffer = buffers[static_cast<int>(slot)];
+  if (n > buffer.capacity) {
+    // Rounded up to whole vectors so kernels may load and store full lanes at the end.
+    const size_t capacity = (n + 2 * kLanes) / kLanes * kLanes;
+    void* p = std::aligned_alloc(kAlignment, capacity * sizeof(float));
+    if (p == nullptr) {
+      KOLO_THROW(ErrorCode::kInvalidArgument, "cpu scratch: cannot allocate ",
+                 capacity * sizeof(float), " bytes");
+    }
+    buffer.data.reset(static_cast<float*>(p));
+    buffer.capacity = capacity;
+  }
+  return buffer.data.get();
+}
+
+namespace {
+
+template <typename D, typename S>
+void convert_kernel(typename D::T* dst, const typename S::T* src, size_t n, float scale) {
+  const __m256 s = _mm256_set1_ps(scale);
+  for (size_t i = 0; i < n; i += kLanes) {
+    store_n<D>(dst + i, _mm256_mul_ps(load_n<S>(src + i, n - i), s), n - i);
+  }
+}
+
+// Squares summed in fp32 lanes over blocks of 4096 elements, blocks summed in double, so the
+// result keeps fp32-level relative accuracy at any n. A lane is nonfinite when |x| is not
+// below infinity (inf, or NaN through the unordered compare).
+template <typename S>
+double sum_squares_kernel(const typename S::T* x, size_t n, bool* nonfinite) {
+  constexpr size_t kBlock = 4096;
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 inf = _mm256_set1_ps(__builtin_inff());
+  __m256 bad = _mm256_setzero_ps();
+  double total = 0;
+  for (size_t start = 0; start < n; start += kBlock) {
+    const size_t end = std::min(n, start + kBlock);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    size_t i = start;
+    for (; i + 2 * kLanes <= end; i += 2 * kLanes) {
+      const __m256 a = S::load(x + i), b = S::load(x + i + kLanes);
+      acc0 = _mm256_fmadd_ps(a, a, acc0);
+      acc1 = _mm256_fmadd_ps(b, b, acc1);
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(a, abs_mask), inf, _CMP_NLT_UQ));
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(b, abs_mask), inf, _CMP_NLT_UQ));
+    }
+    for (; i < end; i += kLanes) {
+      const __m256 a = load_n<S>(x + i, end - i);
+      acc0 = _mm256_fmadd_ps(a, a, acc0);
+      bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(a, abs_mask), inf, _CMP_NLT_UQ));
+    }
+    total += hsum(_mm256_add_ps(acc0, acc1));
+  }
+  if (_mm256_movemask_ps(bad) != 0) *nonfinite = true;
+  return total;
+}
+
+}  // namespace
+}  // namespace cpu
+
+using namespace cpu;
+
+void set_num_threads(int n) {
+  KOLO_CHECK_ARG(n >= 1, "set_num_threads: thread count must be >= 1, got ", n);
+  openblas_set_num_threads(n);
+}
+int num_threads() {
+  return openblas_get_num_threads();
+}
+
+void* CpuBackend::alloc(size_t bytes) {
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  if (p == nullptr) {
+    KOLO_THROW(ErrorCode::kInvalidArgument, "cpu alloc: cannot allocate ", bytes, " bytes");
+  }
+  std::memset(p, 0, rounded);
+  return p;
+}
+
+void CpuBackend::free(void* ptr) {
+  std::free(ptr);
+}
+
+void CpuBackend::zero(void* ptr, size_t bytes) {
+  if (bytes != 0) std::memset(ptr, 0, bytes);
+}
+
+void CpuBackend::convert(void* dst, DType dst_dt, const void* src, DType src_dt, size_t n,
+                         float scale) {
+  dispatch(dst_dt, "convert (destination)", [&](auto d) {
+    using D = decltype(d);
+    dispatch(src_dt, "convert (source)", [&](auto s) {
+      using S = decltype(s);
+      convert_kernel<D, S>(as<D>(dst), as<S>(src), n, scale);
+    });
+  });
+}
+
+double CpuBackend::sum_squares(const void* x, size_t n, DType dt, bool* nonfinite) {
+  KOLO_CHECK_ARG(nonfinite != nullptr, "sum_squares: nonfinite flag pointer is null");
+  return dispatch(dt, "sum_squares", [&](auto s) {
+    using S = decltype(s);
+    return sum_squares_kernel<S>(as<S>(x), n, nonfinite);
+  });
+}
+
+Backend& cpu_backend() {
+  // The kernels are compiled for AVX2 + FMA + F16C; refuse clearly rather than fault later.
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                                __builtin_cpu_supports("f16c");
+  if (!supported) {
+    KOLO_THROW(ErrorCode::kInvalidArgument,
+               "cpu_backend: this CPU lacks AVX2, FMA or F16C, which the CPU kernels require");
+  }
+  static CpuBackend backend;
+  return backend;
+}
+
+}  // namespace kolo::trainer

@@ -1,0 +1,133 @@
+// Softmax cross-entropy fused with its log-softmax: per row one max pass and one exp-sum pass
+// (the row then sits in cache), loss = log(sum e^{x - max}) + max - x[target]. The backward
+// recomputes the two statistics and writes (softmax - onehot) * dloss / counted in one pass;
+// it reads a row fully before writing it, so dlogits may alias logits.
+#include <cmath>
+
+#include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/vec.h"
+#include "trainer/kernels/cpu/vec_math.h"
+
+namespace kolo::trainer {
+namespace cpu {
+namespace {
+
+struct RowStats {
+  float max;
+  float sum;  // of e^{x - max}
+};
+
+template <typename S>
+RowStats row_stats(const typename S::T* x, size_t V) {
+  const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
+  __m256 mx = neg_inf;
+  for (size_t j = 0; j < V; j += kLanes) {
+    const size_t left = V - j;
+    __m256 v = load_n<S>(x + j, left);
+    if (left < kLanes) v = _mm256_blendv_ps(neg_inf, v, lane_mask(left));
+    mx = _mm256_max_ps(mx, v);
+  }
+  const float row_max = hmax(mx);
+  const __m256 m = _mm256_set1_ps(row_max);
+  __m256 sum = _mm256_setzero_ps();
+  for (size_t j = 0; j < V; j += kLanes) {
+    const size_t left = V - j;
+    __m256 e = exp8(_mm256_sub_ps(load_n<S>(x + j, left), m));
+    if (left < kLanes) e = _mm256_and_ps(e, lane_mask(left));
+    sum = _mm256_add_ps(sum, e);
+  }
+  return {row_max, hsum(sum)};
+}
+
+void check_cross_entropy(const char* kernel, int N, int V) {
+  KOLO_CHECK_ARG(N >= 0 && V >= 1, kernel, ": sizes must be N >= 0, V >= 1; got N=", N, " V=", V);
+}
+
+// Whether row n counts; a target outside [0, V) that is not ignore_index is an error.
+bool counts(const char* kernel, const int32_t* targets, int n, int V, int ignore_index) {
+  const int32_t t = targets[n];
+  if (t == ignore_index) return false;
+  KOLO_CHECK_ARG(t >= 0 && t < V, kernel, ": target ", t, " of row ", n, " is outside [0, ", V,
+                 ") and is not ignore_index ", ignore_index);
+  return true;
+}
+
+template <typename S>
+float cross_entropy_forward_kernel(float* losses, const typename S::T* logits,
+                                   const int32_t* targets, int N, int V, int ignore_index) {
+  double total = 0;
+  int counted = 0;
+  for (int n = 0; n < N; ++n) {
+    const auto* x = logits + static_cast<size_t>(n) * V;
+    float loss = 0.0f;
+    if (counts("cross_entropy_forward", targets, n, V, ignore_index)) {
+      const RowStats st = row_stats<S>(x, V);
+      loss = std::log(st.sum) + st.max - S::load1(x + targets[n]);
+      total += loss;
+      ++counted;
+    }
+    if (losses != nullptr) losses[n] = loss;
+  }
+  return counted == 0 ? 0.0f : static_cast<float>(total / counted);
+}
+
+template <typename S>
+void cross_entropy_backward_kernel(typename S::T* dlogits, const typename S::T* logits,
+                                   const int32_t* targets, int N, int V, int ignore_index,
+                                   float dloss) {
+  int counted = 0;
+  for (int n = 0; n < N; ++n)
+    counted += counts("cross_entropy_backward", targets, n, V, ignore_index);
+  const float row_scale = counted == 0 ? 0.0f : dloss / counted;
+  const size_t v = V;
+  for (int n = 0; n < N; ++n) {
+    const auto* x = logits + n * v;
+    auto* d = dlogits + n * v;
+    if (targets[n] == ignore_index) {
+      for (size_t j = 0; j < v; j += kLanes) store_n<S>(d + j, _mm256_setzero_ps(), v - j);
+      continue;
+    }
+    const RowStats st = row_stats<S>(x, v);
+    const __m256 m = _mm256_set1_ps(st.max);
+    const __m256 k = _mm256_set1_ps(row_scale / st.sum);
+    // The target's -dloss/counted is applied in the vector that holds it, before its store.
+    const size_t target = targets[n];
+    for (size_t j = 0; j < v; j += kLanes) {
+      const size_t left = v - j;
+      __m256 g = _mm256_mul_ps(exp8(_mm256_sub_ps(load_n<S>(x + j, left), m)), k);
+      if (target - j < kLanes) {
+        alignas(32) float lanes[kLanes];
+        _mm256_store_ps(lanes, g);
+        lanes[target - j] -= row_scale;
+        g = _mm256_load_ps(lanes);
+      }
+      store_n<S>(d + j, g, left);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cpu
+
+using namespace cpu;
+
+float CpuBackend::cross_entropy_forward(float* losses, const void* logits, const int32_t* targets,
+                                        int N, int V, int ignore_index, DType dt) {
+  check_cross_entropy("cross_entropy_forward", N, V);
+  return dispatch(dt, "cross_entropy_forward", [&](auto s) {
+    using S = decltype(s);
+    return cross_entropy_forward_kernel<S>(losses, as<S>(logits), targets, N, V, ignore_index);
+  });
+}
+
+void CpuBackend::cross_entropy_backward(void* dlogits, const void* logits, const int32_t* targets,
+                                        int N, int V, int ignore_index, float dloss, DType dt) {
+  check_cross_entropy("cross_entropy_backward", N, V);
+  dispatch(dt, "cross_entropy_backward", [&](auto s) {
+    using S = decltype(s);
+    cross_entropy_backward_kernel<S>(as<S>(dlogits), as<S>(logits), targets, N, V, ignore_index,
+                                     dloss);
+  });
+}
+
+}  // namespace kolo::trainer

@@ -1,0 +1,118 @@
+// BERT input embeddings: word + position + token type, and the backward scatter-add. Tokens
+// are grouped by row (sorted by id) so each gradient row is summed in fp32 and rounded once,
+// whatever the storage dtype and however often a token repeats.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/vec.h"
+
+namespace kolo::trainer {
+namespace cpu {
+namespace {
+
+void check_embed(const char* kernel, const int32_t* ids, int B, int S, int C) {
+  KOLO_CHECK_ARG(B >= 0 && S >= 0 && C >= 1, kernel,
+                 ": sizes must be B >= 0, S >= 0, C >= 1; got B=", B, " S=", S, " C=", C);
+  KOLO_CHECK_ARG(ids != nullptr || B * S == 0, kernel, ": ids is null");
+}
+
+int32_t check_id(const char* kernel, const char* what, int32_t id, size_t token) {
+  KOLO_CHECK_ARG(id >= 0, kernel, ": ", what, " at token ", token, " is ", id, " (must be >= 0)");
+  return id;
+}
+
+template <typename S>
+void embed_forward_kernel(typename S::T* out, const int32_t* ids, const int32_t* type_ids,
+                          const typename S::T* word, const typename S::T* pos,
+                          const typename S::T* type, int B, int S_len, int C) {
+  const size_t c = C;
+  for (size_t t = 0; t < static_cast<size_t>(B) * S_len; ++t) {
+    const auto* w = word + check_id("embed_forward", "token id", ids[t], t) * c;
+    const auto* p = pos + (t % S_len) * c;
+    const int32_t tid =
+        type_ids == nullptr ? 0 : check_id("embed_forward", "type id", type_ids[t], t);
+    const auto* y = type + tid * c;
+    auto* o = out + t * c;
+    for (size_t j = 0; j < c; j += kLanes) {
+      const size_t left = c - j;
+      const __m256 v = _mm256_add_ps(_mm256_add_ps(load_n<S>(w + j, left), load_n<S>(p + j, left)),
+                                     load_n<S>(y + j, left));
+      store_n<S>(o + j, v, left);
+    }
+  }
+}
+
+// grad[key(t)] += dout[t] for every token t: tokens sorted by key, each key's rows summed in
+// fp32 scratch, then added to its gradient row once.
+template <typename S, typename Key>
+void scatter_add(typename S::T* grad, const typename S::T* dout, size_t tokens, int C, Key key) {
+  thread_local std::vector<std::pair<int32_t, uint32_t>> order;
+  order.resize(tokens);
+  for (size_t t = 0; t < tokens; ++t) order[t] = {key(t), static_cast<uint32_t>(t)};
+  std::sort(order.begin(), order.end());
+  const size_t c = C;
+  float* acc = scratch(Slot::kA, c);
+  for (size_t first = 0; first < tokens;) {
+    const int32_t id = order[first].first;
+    std::memset(acc, 0, c * sizeof(float));
+    size_t t = first;
+    for (; t < tokens && order[t].first == id; ++t) {
+      const auto* row = dout + order[t].second * c;
+      for (size_t j = 0; j < c; j += kLanes) {
+        const size_t left = c - j;
+        store_n<F32>(acc + j, _mm256_add_ps(load_n<F32>(acc + j, left), load_n<S>(row + j, left)),
+                     left);
+      }
+    }
+    auto* g = grad + id * c;
+    for (size_t j = 0; j < c; j += kLanes) {
+      const size_t left = c - j;
+      store_n<S>(g + j, _mm256_add_ps(load_n<S>(g + j, left), load_n<F32>(acc + j, left)), left);
+    }
+    first = t;
+  }
+}
+
+}  // namespace
+}  // namespace cpu
+
+using namespace cpu;
+
+void CpuBackend::embed_forward(void* out, const int32_t* ids, const int32_t* type_ids,
+                               const void* word, const void* pos, const void* type, int B, int S,
+                               int C, DType dt) {
+  check_embed("embed_forward", ids, B, S, C);
+  dispatch(dt, "embed_forward", [&](auto s) {
+    using St = decltype(s);
+    embed_forward_kernel<St>(as<St>(out), ids, type_ids, as<St>(word), as<St>(pos), as<St>(type), B,
+                             S, C);
+  });
+}
+
+void CpuBackend::embed_backward(void* dword, void* dpos, void* dtype_emb, const void* dout,
+                                const int32_t* ids, const int32_t* type_ids, int B, int S, int C,
+                                DType dt) {
+  check_embed("embed_backward", ids, B, S, C);
+  const size_t tokens = static_cast<size_t>(B) * S;
+  dispatch(dt, "embed_backward", [&](auto s) {
+    using St = decltype(s);
+    const auto* d = as<St>(dout);
+    if (dword != nullptr) {
+      scatter_add<St>(as<St>(dword), d, tokens, C,
+                      [&](size_t t) { return check_id("embed_backward", "token id", ids[t], t); });
+    }
+    if (dpos != nullptr) {
+      scatter_add<St>(as<St>(dpos), d, tokens, C,
+                      [&](size_t t) { return static_cast<int32_t>(t % S); });
+    }
+    if (dtype_emb != nullptr) {
+      scatter_add<St>(as<St>(dtype_emb), d, tokens, C, [&](size_t t) {
+        return type_ids == nullptr ? 0 : check_id("embed_backward", "type id", type_ids[t], t);
+      });
+    }
+  });
+}
+
+}  // namespace kolo::trainer

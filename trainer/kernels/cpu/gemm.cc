@@ -1,0 +1,110 @@
+// Linear layers on OpenBLAS sgemm, with transposes expressed as flags, never as copies.
+// fp16/bf16 operands are widened to fp32 scratch, multiplied, and rounded once on store;
+// weight gradients accumulate in fp32 (dw widened, sgemm with beta = 1, rounded back).
+#include <cblas.h>
+
+#include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/gemm.h"
+#include "trainer/kernels/cpu/vec.h"
+
+namespace kolo::trainer {
+namespace cpu {
+
+void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+           const float* B, int ldb, float beta, float* C, int ldc) {
+  if (M == 0 || N == 0) return;
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+namespace {
+
+void check_linear(const char* kernel, int T, int K, int N) {
+  KOLO_CHECK_ARG(T >= 0 && K >= 1 && N >= 1, kernel,
+                 ": sizes must be T >= 0, K >= 1, N >= 1; got T=", T, " K=", K, " N=", N);
+}
+
+// y[T,N] = x . w^T + b. The bias is written first and the product added with beta = 1: a
+// zero-beta sgemm would spend the same pass clearing y.
+template <typename S>
+void linear_forward_kernel(void* y, const void* x, const void* w, const void* b, int T, int K,
+                           int N) {
+  const size_t rows = static_cast<size_t>(T);
+  const float* x32 = to_f32<S>(Slot::kA, as<S>(x), rows * K);
+  const float* w32 = to_f32<S>(Slot::kB, as<S>(w), static_cast<size_t>(N) * K);
+  float* y32 = S::kDType == DType::kFloat32 ? static_cast<float*>(y) : scratch(Slot::kC, rows * N);
+  float beta = 0.0f;
+  if (b != nullptr) {
+    const float* b32 = to_f32<S>(Slot::kD, as<S>(b), N);
+    for (size_t t = 0; t < rows; ++t) std::memcpy(y32 + t * N, b32, N * sizeof(float));
+    beta = 1.0f;
+  }
+  sgemm(false, true, T, N, K, 1.0f, x32, K, w32, K, beta, y32, N);
+  if constexpr (S::kDType != DType::kFloat32) from_f32<S>(as<S>(y), y32, rows * N);
+}
+
+// db[N] += column sums of dy[T,N], in fp32 lanes, added to db once.
+template <typename S>
+void bias_backward(typename S::T* db, const float* dy, int T, int N) {
+  float* acc = scratch(Slot::kE, N);
+  std::memset(acc, 0, N * sizeof(float));
+  for (int t = 0; t < T; ++t) {
+    const float* row = dy + static_cast<size_t>(t) * N;
+    for (int j = 0; j < N; j += kLanes) {
+      const size_t left = N - j;
+      store_n<F32>(acc + j, _mm256_add_ps(load_n<F32>(acc + j, left), load_n<F32>(row + j, left)),
+                   left);
+    }
+  }
+  for (int j = 0; j < N; j += kLanes) {
+    const size_t left = N - j;
+    store_n<S>(db + j, _mm256_add_ps(load_n<S>(db + j, left), load_n<F32>(acc + j, left)), left);
+  }
+}
+
+template <typename S>
+void linear_backward_kernel(void* dx, void* dw, void* db, const void* dy, const void* x,
+                            const void* w, int T, int K, int N) {
+  const size_t rows = static_cast<size_t>(T);
+  const size_t wn = static_cast<size_t>(N) * K;
+  const float* dy32 = to_f32<S>(Slot::kA, as<S>(dy), rows * N);
+  if (dx != nullptr) {
+    // dx[T,K] = dy[T,N] . w[N,K]
+    const float* w32 = to_f32<S>(Slot::kB, as<S>(w), wn);
+    float* dx32 =
+        S::kDType == DType::kFloat32 ? static_cast<float*>(dx) : scratch(Slot::kC, rows * K);
+    sgemm(false, false, T, K, N, 1.0f, dy32, N, w32, K, 0.0f, dx32, K);
+    if constexpr (S::kDType != DType::kFloat32) from_f32<S>(as<S>(dx), dx32, rows * K);
+  }
+  if (dw != nullptr && T > 0) {
+    // dw[N,K] += dy^T[N,T] . x[T,K]
+    const float* x32 = to_f32<S>(Slot::kB, as<S>(x), rows * K);
+    float* dw32 = S::kDType == DType::kFloat32
+                      ? static_cast<float*>(dw)
+                      : const_cast<float*>(to_f32<S>(Slot::kC, as<S>(dw), wn));
+    sgemm(true, false, N, K, T, 1.0f, dy32, N, x32, K, 1.0f, dw32, K);
+    if constexpr (S::kDType != DType::kFloat32) from_f32<S>(as<S>(dw), dw32, wn);
+  }
+  if (db != nullptr) bias_backward<S>(as<S>(db), dy32, T, N);
+}
+
+}  // namespace
+}  // namespace cpu
+
+using namespace cpu;
+
+void CpuBackend::linear_forward(void* y, const void* x, const void* w, const void* b, int T, int K,
+                                int N, DType dt) {
+  check_linear("linear_forward", T, K, N);
+  dispatch(dt, "linear_forward",
+           [&](auto s) { linear_forward_kernel<decltype(s)>(y, x, w, b, T, K, N); });
+}
+
+void CpuBackend::linear_backward(void* dx, void* dw, void* db, const void* dy, const void* x,
+                                 const void* w, int T, int K, int N, DType dt) {
+  check_linear("linear_backward", T, K, N);
+  dispatch(dt, "linear_backward",
+           [&](auto s) { linear_backward_kernel<decltype(s)>(dx, dw, db, dy, x, w, T, K, N); });
+}
+
+}  // namespace kolo::trainer

@@ -1,0 +1,10 @@
+// Internal to the CPU kernels: the one row-major sgemm entry point (OpenBLAS) shared by the
+// linear and attention kernels, C = alpha op(A) op(B) + beta C with leading dimensions.
+#pragma once
+
+namespace kolo::trainer::cpu {
+
+void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+           const float* B, int ldb, float beta, float* C, int ldc);
+
+}  // namespace kolo::trainer::cpu
