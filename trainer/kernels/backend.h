@@ -86,8 +86,10 @@ class Backend {
   // --- multi-head self-attention ------------------------------------------------------------
   // qkv[B*S, 3C] holds q | k | v per token (heads of size C/NH inside each). mask[B*S] is 1
   // for real tokens and 0 for padding (padded keys get -inf before the softmax; may be null).
-  // probs[B, NH, S, S] (storage dtype) saves the post-softmax, post-dropout probabilities for
-  // the backward; out[B*S, C] = probs . v with heads concatenated.
+  // probs[B, NH, S, S] (storage dtype) is saved for the backward: the post-softmax
+  // probabilities BEFORE dropout (the backward regenerates the dropout mask from (seed, offset);
+  // the softmax gradient needs the undropped values). out[B*S, C] = dropout(probs) . v with
+  // heads concatenated.
   // Attention dropout on the probabilities uses (seed, offset) as dropout_forward does.
   virtual void attention_forward(void* out, void* probs, const void* qkv, const int32_t* mask,
                                  int B, int S, int C, int NH, float dropout_p, uint64_t seed,
