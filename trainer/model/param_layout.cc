@@ -6,12 +6,28 @@
 namespace kolo::trainer {
 
 size_t ParamLayout::add(std::string name, std::vector<int64_t> shape, bool decay) {
+  return append(std::move(name), std::move(shape), decay, kAlign);
+}
+
+size_t ParamLayout::add_packed(std::string name, std::vector<int64_t> shape, bool decay) {
+  return append(std::move(name), std::move(shape), decay, 1);
+}
+
+size_t ParamLayout::num_params() const {
+  size_t n = 0;
+  for (const ParamInfo& p : params_) n += p.numel;
+  return n;
+}
+
+size_t ParamLayout::append(std::string name, std::vector<int64_t> shape, bool decay, size_t align) {
+  for (const ParamInfo& p : params_)
+    KOLO_CHECK_ARG(p.name != name, "parameter ", name, " registered twice");
   size_t numel = 1;
   for (int64_t d : shape) {
     KOLO_CHECK_ARG(d > 0, "parameter ", name, ": dimension ", d, " must be positive");
     numel *= static_cast<size_t>(d);
   }
-  size_t offset = (total_ + kAlign - 1) / kAlign * kAlign;
+  size_t offset = (total_ + align - 1) / align * align;
   params_.push_back(ParamInfo{std::move(name), std::move(shape), offset, numel, decay});
   total_ = offset + numel;
   return offset;

@@ -15,7 +15,7 @@ struct ParamInfo {
   std::vector<int64_t> shape;  // PyTorch shape ([out, in] for a linear weight)
   size_t offset = 0;           // first element inside the flat buffer
   size_t numel = 0;
-  bool decay = true;           // AdamW weight decay applies (false: biases, LayerNorm, ...)
+  bool decay = true;  // AdamW weight decay applies (false: biases, LayerNorm, ...)
 };
 
 class ParamLayout {
@@ -23,13 +23,19 @@ class ParamLayout {
   // Appends a tensor after the previous ones; offsets are rounded up to kAlign elements so
   // each tensor starts 64-byte aligned in every storage dtype. Returns its offset.
   size_t add(std::string name, std::vector<int64_t> shape, bool decay);
+  // Appends a tensor directly after the previous one, with no padding, so consecutive tensors
+  // form one matrix (BERT's query/key/value weights are one [3C, C] operand of a fused GEMM).
+  size_t add_packed(std::string name, std::vector<int64_t> shape, bool decay);
   const std::vector<ParamInfo>& params() const { return params_; }
   const ParamInfo& find(const std::string& name) const;  // throws kInvalidArgument if absent
-  size_t total() const { return total_; }                 // elements, padding included
+  size_t total() const { return total_; }                // elements, padding included
+  size_t num_params() const;                             // elements, padding excluded
 
   static constexpr size_t kAlign = 32;
 
  private:
+  size_t append(std::string name, std::vector<int64_t> shape, bool decay, size_t align);
+
   std::vector<ParamInfo> params_;
   size_t total_ = 0;
 };

@@ -1,0 +1,212 @@
+// safetensors: header encoding and validation with nlohmann-json, atomic writes through a
+// temporary file, whole-file reads.
+#include "trainer/io/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "comm/base/error.h"
+
+namespace kolo::trainer {
+namespace {
+
+constexpr size_t kMaxHeaderBytes = 100u << 20;  // the reference implementation's limit
+
+struct DTypeName {
+  DType dtype;
+  const char* name;
+};
+constexpr DTypeName kDTypeNames[] = {
+    {DType::kFloat32, "F32"}, {DType::kFloat16, "F16"}, {DType::kBFloat16, "BF16"},
+    {DType::kInt32, "I32"},   {DType::kInt64, "I64"},   {DType::kUInt8, "U8"},
+    {DType::kFloat64, "F64"},
+};
+
+size_t shape_numel(const std::vector<int64_t>& shape, const std::string& context) {
+  size_t n = 1;
+  for (int64_t d : shape) {
+    KOLO_CHECK_ARG(d >= 0, context, ": negative dimension ", d);
+    n *= static_cast<size_t>(d);
+  }
+  return n;
+}
+
+void write_all(int fd, const void* data, size_t bytes, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    ssize_t n = ::write(fd, p, bytes);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) KOLO_THROW_ERRNO("write ", path);
+    p += n;
+    bytes -= static_cast<size_t>(n);
+  }
+}
+
+// Directory of `path`, for the fsync that makes the rename durable.
+std::string parent_dir(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+std::string encode_header(const std::vector<TensorRef>& tensors,
+                          const std::map<std::string, std::string>& metadata,
+                          const std::string& path) {
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  size_t offset = 0;
+  for (const TensorRef& t : tensors) {
+    std::string context = path + ": tensor '" + t.name + "'";
+    KOLO_CHECK_ARG(!t.name.empty() && t.name != "__metadata__", path, ": invalid tensor name '",
+                   t.name, "'");
+    KOLO_CHECK_ARG(!header.contains(t.name), context, " appears twice");
+    size_t bytes = shape_numel(t.shape, context) * dtype_size(t.dtype);
+    KOLO_CHECK_ARG(bytes == 0 || t.data != nullptr, context, ": null data");
+    header[t.name] = {{"dtype", safetensors_dtype_name(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  // Pad with spaces so the data section starts 8-byte aligned, as the reference writer does.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+}  // namespace
+
+const char* safetensors_dtype_name(DType dtype) {
+  for (const DTypeName& d : kDTypeNames)
+    if (d.dtype == dtype) return d.name;
+  KOLO_THROW(ErrorCode::kInvalidArgument, "dtype ", dtype_name(dtype),
+             " has no safetensors name (accepted: F32, F16, BF16, I32, I64, U8, F64)");
+}
+
+DType parse_safetensors_dtype(const std::string& name, const std::string& context) {
+  for (const DTypeName& d : kDTypeNames)
+    if (name == d.name) return d.dtype;
+  KOLO_THROW(ErrorCode::kInvalidArgument, context, ": unsupported dtype '", name,
+             "' (accepted: F32, F16, BF16, I32, I64, U8, F64)");
+}
+
+size_t SafetensorsFile::Entry::numel() const {
+  return bytes / dtype_size(dtype);
+}
+
+void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::string header = encode_header(tensors, metadata, path);
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) KOLO_THROW_ERRNO("open ", tmp, " for writing");
+  try {
+    uint8_t len[8];
+    uint64_t n = header.size();
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
+    write_all(fd, len, sizeof(len), tmp);
+    write_all(fd, header.data(), header.size(), tmp);
+    for (const TensorRef& t : tensors)
+      write_all(fd, t.data, shape_numel(t.shape, path) * dtype_size(t.dtype), tmp);
+    if (::fsync(fd) != 0) KOLO_THROW_ERRNO("fsync ", tmp);
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) KOLO_THROW_ERRNO("close ", tmp);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    errno = err;
+    KOLO_THROW_ERRNO("rename ", tmp, " to ", path);
+  }
+  int dir = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {  // best effort: some file systems refuse fsync on directories
+    (void)::fsync(dir);
+    ::close(dir);
+  }
+}
+
+SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
+  FILE* f = std::fopen(path_.c_str(), "rb");
+  if (f == nullptr) KOLO_THROW_ERRNO("open ", path_);
+  std::fseek(f, 0, SEEK_END);
+  long size = std::ftell(f);
+  std::fseek(f, 0, SEEK_SET);
+  buffer_.resize(size > 0 ? static_cast<size_t>(size) : 0);
+  size_t got = std::fread(buffer_.data(), 1, buffer_.size(), f);
+  std::fclose(f);
+  if (size < 0 || got != buffer_.size()) KOLO_THROW(ErrorCode::kIo, "read ", path_, " failed");
+
+  KOLO_CHECK_ARG(buffer_.size() >= 8, path_, ": ", buffer_.size(),
+                 " bytes, too short for a safetensors file");
+  uint64_t header_len = 0;
+  for (int i = 0; i < 8; ++i) header_len |= static_cast<uint64_t>(buffer_[i]) << (8 * i);
+  KOLO_CHECK_ARG(header_len <= kMaxHeaderBytes && header_len <= buffer_.size() - 8, path_,
+                 ": header length ", header_len, " exceeds the file (", buffer_.size(),
+                 " bytes) or 100 MiB");
+  const char* text = reinterpret_cast<const char*>(buffer_.data() + 8);
+  nlohmann::json header = nlohmann::json::parse(text, text + header_len, nullptr, false);
+  KOLO_CHECK_ARG(header.is_object(), path_, ": header is not a JSON object");
+  const uint8_t* data = buffer_.data() + 8 + header_len;
+  size_t data_bytes = buffer_.size() - 8 - header_len;
+
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      KOLO_CHECK_ARG(it->is_object(), path_, ": __metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        KOLO_CHECK_ARG(m->is_string(), path_, ": metadata '", m.key(), "' is not a string");
+        metadata_[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    std::string context = path_ + ": tensor '" + it.key() + "'";
+    const nlohmann::json& t = *it;
+    KOLO_CHECK_ARG(t.is_object() && t.contains("dtype") && t.contains("shape") &&
+                       t.contains("data_offsets") && t["dtype"].is_string() &&
+                       t["shape"].is_array() && t["data_offsets"].is_array() &&
+                       t["data_offsets"].size() == 2,
+                   context, ": needs dtype, shape and data_offsets [begin, end]");
+    Entry e;
+    e.name = it.key();
+    e.dtype = parse_safetensors_dtype(t["dtype"].get<std::string>(), context);
+    for (const auto& d : t["shape"]) {
+      KOLO_CHECK_ARG(d.is_number_integer(), context, ": shape entries must be integers");
+      e.shape.push_back(d.get<int64_t>());
+    }
+    KOLO_CHECK_ARG(
+        t["data_offsets"][0].is_number_unsigned() && t["data_offsets"][1].is_number_unsigned(),
+        context, ": data_offsets must be non-negative integers");
+    uint64_t begin = t["data_offsets"][0].get<uint64_t>();
+    uint64_t end = t["data_offsets"][1].get<uint64_t>();
+    KOLO_CHECK_ARG(begin <= end && end <= data_bytes, context, ": data_offsets [", begin, ", ", end,
+                   "] outside the data section of ", data_bytes, " bytes");
+    e.bytes = end - begin;
+    KOLO_CHECK_EQ(shape_numel(e.shape, context) * dtype_size(e.dtype), e.bytes,
+                  ErrorCode::kInvalidArgument, context, ": shape and byte range disagree");
+    e.data = data + begin;
+    entries_.push_back(std::move(e));
+  }
+  std::sort(entries_.begin(), entries_.end(),
+            [](const Entry& a, const Entry& b) { return a.data < b.data; });
+}
+
+const SafetensorsFile::Entry* SafetensorsFile::get(const std::string& name) const {
+  for (const Entry& e : entries_)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+const SafetensorsFile::Entry& SafetensorsFile::find(const std::string& name) const {
+  const Entry* e = get(name);
+  if (e == nullptr)
+    KOLO_THROW(ErrorCode::kInvalidArgument, path_, ": no tensor named '", name, "'");
+  return *e;
+}
+
+}  // namespace kolo::trainer

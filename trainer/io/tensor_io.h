@@ -1,0 +1,40 @@
+// Named tensors of a flat buffer <-> safetensors files: a ParamLayout gives each tensor's name,
+// shape and element range, so weights, gradients and optimizer states of any model are saved
+// and loaded under their Hugging Face names, converting the dtype on the way.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "comm/base/dtype.h"
+#include "trainer/model/param_layout.h"
+
+namespace kolo::trainer {
+
+// dst (dst_dt) = src (src_dt) for n elements in host memory; float32/float16/bfloat16/float64
+// convert through float (round to nearest even), equal dtypes copy bitwise.
+void convert_host(void* dst, DType dst_dt, const void* src, DType src_dt, size_t n);
+
+// Writes every tensor of `layout` from the flat host buffer `data` (in `dtype`) to `path`,
+// stored as `file_dtype` (the buffer's own dtype when file_dtype is not given).
+void save_layout(const std::string& path, const ParamLayout& layout, const void* data, DType dtype,
+                 const std::map<std::string, std::string>& metadata = {});
+void save_layout_as(const std::string& path, const ParamLayout& layout, const void* data,
+                    DType dtype, DType file_dtype,
+                    const std::map<std::string, std::string>& metadata = {});
+
+struct LoadReport {
+  std::vector<std::string> loaded;      // layout tensors found in the file
+  std::vector<std::string> missing;     // layout tensors absent from the file (left untouched)
+  std::vector<std::string> unexpected;  // file tensors the layout does not have (ignored)
+};
+
+// Reads the tensors of `layout` from `path` into the flat host buffer `data` (in `dtype`),
+// converting from the file's dtype. Shapes must match exactly. strict: a missing or unexpected
+// tensor is an error naming them all; otherwise they are reported (e.g. a classifier head that
+// a pretrained MLM checkpoint lacks).
+LoadReport load_layout(const std::string& path, const ParamLayout& layout, void* data, DType dtype,
+                       bool strict = true);
+
+}  // namespace kolo::trainer

@@ -1,0 +1,113 @@
+// Model: flat parameter and gradient buffers through the Backend, the activation arena,
+// weight save/load via tensor_io, and the seeded initialisation generator.
+#include "trainer/model/model.h"
+
+#include <cmath>
+
+#include "comm/base/error.h"
+
+namespace kolo::trainer {
+namespace {
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+Model::Model(Backend& backend, DType dtype, ParamLayout layout)
+    : backend_(backend), dtype_(dtype), layout_(std::move(layout)) {
+  KOLO_CHECK_ARG(dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16,
+                 "model storage dtype ", dtype_name(dtype),
+                 " is not supported (accepted: float32, float16, bfloat16)");
+  params_ = backend_.alloc(param_bytes());
+  grads_ = backend_.alloc(param_bytes());
+}
+
+Model::~Model() {
+  backend_.free(params_);
+  backend_.free(grads_);
+  if (arena_ != nullptr) backend_.free(arena_);
+}
+
+void* Model::param(const std::string& name) {
+  return at(params_, layout_.find(name).offset);
+}
+void* Model::grad(const std::string& name) {
+  return at(grads_, layout_.find(name).offset);
+}
+
+void Model::zero_grad() {
+  backend_.zero(grads_, param_bytes());
+}
+
+void Model::check_host_memory(const char* what) const {
+  // Weights move between files and the buffers through host memory; a device backend will
+  // need a staging copy here.
+  KOLO_CHECK_ARG(backend_.device() == Device::kCpu, what, " needs host-visible buffers; backend ",
+                 backend_.name(), " is not supported yet");
+}
+
+void Model::save(const std::string& path,
+                 const std::map<std::string, std::string>& metadata) const {
+  check_host_memory("Model::save");
+  save_layout(path, layout_, params_, dtype_, metadata);
+}
+
+LoadReport Model::load(const std::string& path, bool strict) {
+  check_host_memory("Model::load");
+  return load_layout(path, layout_, params_, dtype_, strict);
+}
+
+void Model::upload_params(const std::vector<float>& values) {
+  KOLO_ASSERT(values.size() == layout_.total());
+  backend_.convert(params_, dtype_, values.data(), DType::kFloat32, values.size());
+}
+
+char* Model::ensure_arena(size_t bytes) {
+  if (bytes > arena_bytes_) {
+    if (arena_ != nullptr) backend_.free(arena_);
+    arena_ = nullptr;
+    arena_bytes_ = 0;
+    arena_ = static_cast<char*>(backend_.alloc(bytes));
+    arena_bytes_ = bytes;
+  }
+  return arena_;
+}
+
+InitRng::InitRng(uint64_t seed, const std::string& name) : state_(seed) {
+  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a of the name picks the stream
+  for (char c : name) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;
+  state_ ^= h;
+  splitmix64(state_);
+}
+
+float InitRng::uniform() {
+  return static_cast<float>(splitmix64(state_) >> 40) * (1.0f / 16777216.0f);
+}
+
+float InitRng::normal() {
+  double u1 = (static_cast<double>(splitmix64(state_) >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+  double u2 = static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53;
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+}
+
+std::vector<int32_t> argmax_rows(const void* x, DType dtype, int rows, int cols) {
+  std::vector<int32_t> out(static_cast<size_t>(rows));
+  std::vector<float> row(static_cast<size_t>(cols));
+  const char* base = static_cast<const char*>(x);
+  for (int r = 0; r < rows; ++r) {
+    convert_host(row.data(), DType::kFloat32, base + size_t(r) * cols * dtype_size(dtype), dtype,
+                 row.size());
+    int best = 0;
+    for (int c = 1; c < cols; ++c)
+      if (row[c] > row[best]) best = c;
+    out[r] = best;
+  }
+  return out;
+}
+
+}  // namespace kolo::trainer
