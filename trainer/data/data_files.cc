@@ -1,0 +1,36 @@
+// Data-set file access shared by the MNIST, vocabulary and mail-corpus loaders.
+#include "trainer/data/data_files.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "comm/base/error.h"
+
+namespace kolo::trainer {
+
+std::filesystem::path default_data_dir() {
+  const char* env = std::getenv("KOLO_DATA_DIR");
+  return (env != nullptr && *env != '\0') ? std::filesystem::path(env)
+                                          : std::filesystem::path("data");
+}
+
+void require_data_file(const std::filesystem::path& path, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) return;
+  KOLO_THROW(ErrorCode::kIo, what, " not found at ", path.string(),
+             ": run `bash scripts/fetch_data.sh` (it downloads the data sets into data/;"
+             " set KOLO_DATA_DIR or the data-dir option if they live elsewhere)");
+}
+
+std::string read_data_file(const std::filesystem::path& path, const std::string& what) {
+  require_data_file(path, what);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) KOLO_THROW_ERRNO("cannot open ", what, " file ", path.string());
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (in.bad()) KOLO_THROW_ERRNO("cannot read ", what, " file ", path.string());
+  return std::move(bytes).str();
+}
+
+}  // namespace kolo::trainer
