@@ -1,0 +1,166 @@
+// DynamicLossScaler against DeepSpeed's rules: overflow skip, backoff, growth, hysteresis (both
+// modes), the minimum and the static scale, checked step by step.
+#include <gtest/gtest.h>
+
+#include "comm/base/error.h"
+#include "trainer/precision/loss_scaler.h"
+
+namespace kolo::trainer {
+namespace {
+
+LossScalerOptions options(int64_t hysteresis, int64_t interval) {
+  LossScalerOptions o;
+  o.hysteresis = hysteresis;
+  o.growth_interval = interval;
+  return o;
+}
+
+TEST(LossScaler, DefaultsAreDeepSpeeds) {
+  DynamicLossScaler s;
+  EXPECT_EQ(s.scale(), 65536.0f);
+  EXPECT_EQ(s.options().growth_interval, 2000);
+  EXPECT_EQ(s.options().hysteresis, 2);
+  EXPECT_EQ(s.options().min_scale, 1.0f);
+}
+
+TEST(LossScaler, OverflowIsAlwaysSkippedAndCounted) {
+  DynamicLossScaler s(options(1, 1000));
+  EXPECT_TRUE(s.update(false));
+  EXPECT_FALSE(s.update(true));
+  EXPECT_FALSE(s.update(true));
+  EXPECT_TRUE(s.update(false));
+  EXPECT_EQ(s.skipped_steps(), 2);
+  EXPECT_EQ(s.overflows(), 2);
+}
+
+TEST(LossScaler, BackoffHalvesWithoutHysteresis) {
+  DynamicLossScaler s(options(1, 1000));
+  s.update(true);
+  EXPECT_EQ(s.scale(), 32768.0f);
+  s.update(true);
+  EXPECT_EQ(s.scale(), 16384.0f);
+}
+
+TEST(LossScaler, GrowthAfterIntervalCleanStepsInARow) {
+  DynamicLossScaler s(options(1, 3));
+  s.update(false);
+  s.update(false);
+  EXPECT_EQ(s.scale(), 65536.0f);
+  s.update(false);  // third clean step in a row
+  EXPECT_EQ(s.scale(), 131072.0f);
+  EXPECT_EQ(s.clean_steps_since_overflow_or_growth(), 0);
+  s.update(false);
+  s.update(false);
+  s.update(true);  // breaks the run: counter restarts, scale halves
+  EXPECT_EQ(s.scale(), 65536.0f);
+  s.update(false);
+  s.update(false);
+  EXPECT_EQ(s.scale(), 65536.0f);
+  s.update(false);
+  EXPECT_EQ(s.scale(), 131072.0f);
+}
+
+TEST(LossScaler, HysteresisToleratesFirstOverflows) {
+  DynamicLossScaler s(options(3, 1000));
+  s.update(true);  // budget 3 -> 2, scale kept
+  s.update(true);  // budget 2 -> 1, scale kept
+  EXPECT_EQ(s.scale(), 65536.0f);
+  EXPECT_EQ(s.hysteresis_left(), 1);
+  s.update(true);  // third: backs off
+  EXPECT_EQ(s.scale(), 32768.0f);
+  s.update(true);  // budget stays exhausted: every further overflow backs off
+  EXPECT_EQ(s.scale(), 16384.0f);
+  EXPECT_EQ(s.skipped_steps(), 4);
+}
+
+TEST(LossScaler, CleanStepKeepsHysteresisBudgetByDefault) {
+  // DeepSpeed's default: a clean step does not refill the budget, only growth does.
+  DynamicLossScaler s(options(2, 4));
+  s.update(true);  // tolerated, budget 1
+  s.update(false);
+  EXPECT_EQ(s.hysteresis_left(), 1);
+  s.update(true);  // not consecutive, still backs off
+  EXPECT_EQ(s.scale(), 32768.0f);
+  for (int i = 0; i < 4; ++i) s.update(false);  // growth refills the budget
+  EXPECT_EQ(s.scale(), 65536.0f);
+  EXPECT_EQ(s.hysteresis_left(), 2);
+  s.update(true);  // tolerated again
+  EXPECT_EQ(s.scale(), 65536.0f);
+}
+
+TEST(LossScaler, ConsecutiveHysteresisRefillsOnCleanStep) {
+  LossScalerOptions o = options(2, 1000);
+  o.consecutive_hysteresis = true;
+  DynamicLossScaler s(o);
+  s.update(true);  // tolerated
+  s.update(false);
+  EXPECT_EQ(s.hysteresis_left(), 2);
+  s.update(true);  // tolerated again: the run was broken
+  EXPECT_EQ(s.scale(), 65536.0f);
+  s.update(true);  // second in a row: backs off
+  EXPECT_EQ(s.scale(), 32768.0f);
+}
+
+TEST(LossScaler, NeverBelowMinimum) {
+  LossScalerOptions o = options(1, 1000);
+  o.initial_scale = 8.0f;
+  o.min_scale = 2.0f;
+  DynamicLossScaler s(o);
+  s.update(true);
+  EXPECT_EQ(s.scale(), 4.0f);
+  s.update(true);
+  EXPECT_EQ(s.scale(), 2.0f);
+  EXPECT_FALSE(s.update(true));  // still skipped at the minimum
+  EXPECT_EQ(s.scale(), 2.0f);
+  o.min_scale = 3.0f;  // not a power of two: clamps exactly
+  DynamicLossScaler t(o);
+  t.update(true);
+  t.update(true);
+  EXPECT_EQ(t.scale(), 3.0f);
+}
+
+TEST(LossScaler, StaticScaleSkipsButNeverChanges) {
+  LossScalerOptions o;
+  o.dynamic = false;
+  o.initial_scale = 128.0f;
+  o.growth_interval = 1;
+  DynamicLossScaler s(o);
+  EXPECT_FALSE(s.update(true));
+  EXPECT_TRUE(s.update(false));
+  EXPECT_TRUE(s.update(false));
+  EXPECT_EQ(s.scale(), 128.0f);
+  EXPECT_EQ(s.skipped_steps(), 1);
+  DynamicLossScaler none(no_loss_scaling());
+  EXPECT_EQ(none.scale(), 1.0f);
+  EXPECT_EQ(none.inverse_scale(), 1.0f);
+}
+
+TEST(LossScaler, RestoreRoundTrip) {
+  DynamicLossScaler a(options(2, 5));
+  for (bool o : {true, false, false, true, true, false}) a.update(o);
+  DynamicLossScaler b(options(2, 5));
+  b.restore(a.scale(), a.clean_steps_since_overflow_or_growth(), a.hysteresis_left(),
+            a.skipped_steps());
+  for (bool o : {false, false, false, false, true, false}) EXPECT_EQ(a.update(o), b.update(o));
+  EXPECT_EQ(a.scale(), b.scale());
+  EXPECT_EQ(a.hysteresis_left(), b.hysteresis_left());
+}
+
+TEST(LossScaler, InvalidOptionsNameTheSettingAndRange) {
+  LossScalerOptions o;
+  o.hysteresis = 0;
+  try {
+    DynamicLossScaler s(o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("hysteresis: 0 is out of range (>= 1)"), std::string::npos)
+        << e.what();
+  }
+  o = LossScalerOptions{};
+  o.backoff_factor = 1.5f;
+  EXPECT_THROW(DynamicLossScaler{o}, Error);
+}
+
+}  // namespace
+}  // namespace kolo::trainer

@@ -1,0 +1,39 @@
+// Adam with decoupled weight decay, exactly torch.optim.AdamW's update (amsgrad off); with
+// decoupled_weight_decay off it is torch.optim.Adam's L2 form (DeepSpeed "Adam" with
+// adam_w_mode false).
+#pragma once
+
+#include <vector>
+
+#include "trainer/optim/optimizer.h"
+
+namespace kolo::trainer {
+
+struct AdamWOptions {
+  float beta1 = 0.9f;          // [0, 1)
+  float beta2 = 0.999f;        // [0, 1)
+  float eps = 1e-8f;           // > 0
+  float weight_decay = 0.01f;  // >= 0, only on tensors with ParamInfo.decay
+  bool decoupled_weight_decay = true;
+};
+
+// Per element, with t = step_count() after the increment, g = grad * grad_scale:
+//   decoupled: p -= lr * wd * p          L2 (not decoupled): g += wd * p
+//   m = beta1 * m + (1 - beta1) * g
+//   v = beta2 * v + (1 - beta2) * g^2
+//   p -= (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+class AdamW : public Optimizer {
+ public:
+  AdamW(const ParamLayout& layout, const AdamWOptions& options);
+  const char* name() const override;
+  void step(float* params, const float* grads, float lr, float grad_scale = 1.0f) override;
+  std::vector<OptimizerStateBuffer> state() override;
+  const AdamWOptions& options() const { return options_; }
+
+ private:
+  AdamWOptions options_;
+  std::vector<float> exp_avg_;     // m
+  std::vector<float> exp_avg_sq_;  // v
+};
+
+}  // namespace kolo::trainer

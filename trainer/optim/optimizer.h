@@ -1,0 +1,48 @@
+// The optimizer interface of the trainer: an update of fp32 master weights from fp32 gradients
+// over a model's flat buffers, with weight decay only on the tensors whose ParamInfo.decay is
+// set, and state kept as plain fp32 buffers so checkpoints can save them by name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trainer/model/param_layout.h"
+
+namespace kolo::trainer {
+
+// One named state tensor of an optimizer, as long as the flat parameter buffer (padding
+// included, where it stays zero). Checkpoints write and restore `*data` as is.
+struct OptimizerStateBuffer {
+  std::string name;  // "exp_avg", "exp_avg_sq", "momentum_buffer" (PyTorch's names)
+  std::vector<float>* data;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual const char* name() const = 0;
+
+  // One update. params and grads are fp32 buffers of layout.total() elements; the gradient
+  // used is grads[i] * grad_scale (grad_scale carries the clipping factor, so clipping costs
+  // no extra pass). Only elements of registered tensors are touched: padding stays as it is.
+  // lr is this step's learning rate (from the schedule). Increments step_count().
+  virtual void step(float* params, const float* grads, float lr, float grad_scale = 1.0f) = 0;
+
+  // Named state buffers, for checkpoints.
+  virtual std::vector<OptimizerStateBuffer> state() = 0;
+
+  // Updates applied so far (skipped overflow steps do not count); restored from checkpoints.
+  int64_t step_count() const { return step_count_; }
+  void set_step_count(int64_t steps);
+
+  const ParamLayout& layout() const { return layout_; }
+
+ protected:
+  explicit Optimizer(const ParamLayout& layout) : layout_(layout) {}
+
+  ParamLayout layout_;
+  int64_t step_count_ = 0;
+};
+
+}  // namespace kolo::trainer
