@@ -1,0 +1,109 @@
+// Softmax cross-entropy: losses and mean against a double log-softmax, the gradient against
+// finite differences of the mean loss, ignore_index rows contributing nothing, large logits
+// staying finite, and out-of-range targets rejected.
+#include <gtest/gtest.h>
+
+#include <limits>
+
+#include "tests/trainer/kernels_test_util.h"
+#include "trainer/kernels/backend.h"
+
+namespace kolo::trainer {
+namespace {
+
+using testing::Tensor;
+
+constexpr int kIgnore = -100;
+
+// Per-row losses; returns the mean over counted rows.
+double cross_entropy_ref(const std::vector<double>& logits, const std::vector<int32_t>& targets,
+                         int N, int V, std::vector<double>* losses = nullptr) {
+  double total = 0;
+  int counted = 0;
+  for (int n = 0; n < N; ++n) {
+    double loss = 0;
+    if (targets[n] != kIgnore) {
+      double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int v = 0; v < V; ++v) mx = std::max(mx, logits[n * V + v]);
+      for (int v = 0; v < V; ++v) sum += std::exp(logits[n * V + v] - mx);
+      loss = std::log(sum) + mx - logits[n * V + targets[n]];
+      total += loss;
+      ++counted;
+    }
+    if (losses != nullptr) losses->push_back(loss);
+  }
+  return counted == 0 ? 0 : total / counted;
+}
+
+class KernelsCrossEntropy : public ::testing::TestWithParam<DType> {};
+
+TEST_P(KernelsCrossEntropy, ForwardAndBackward) {
+  const DType dt = GetParam();
+  const double rtol = testing::storage_rtol(dt);
+  for (const int V : {1, 7, 8, 37, 1000}) {
+    const int N = 5;
+    const std::vector<int32_t> targets = {0, kIgnore, V - 1, V / 2, kIgnore};
+    // Logits near 80 would overflow a naive exp.
+    auto logits = testing::random_values(N * V, 31, -3, 3, dt);
+    for (int v = 0; v < V; ++v)
+      logits[2 * V + v] = testing::round_to(logits[2 * V + v] + 80.0f, dt);
+    std::vector<double> want_losses;
+    const double want = cross_entropy_ref(testing::to_double(logits), targets, N, V, &want_losses);
+    Tensor tl(dt, logits);
+    std::vector<float> losses(N, -1.0f);
+    const float mean = cpu_backend().cross_entropy_forward(losses.data(), tl.data(), targets.data(),
+                                                           N, V, kIgnore, dt);
+    const std::string what = "V=" + std::to_string(V);
+    EXPECT_NEAR(mean, want, 1e-5 + 1e-5 * std::abs(want)) << what;
+    testing::expect_close(losses, want_losses, 1e-5, 1e-5, "losses " + what);
+
+    const float dloss = 0.7f;
+    auto grad = testing::finite_difference(
+        [&](const std::vector<double>& v) { return cross_entropy_ref(v, targets, N, V); },
+        testing::to_double(logits), 1e-4);
+    for (auto& g : grad) g *= dloss;
+    Tensor dl(dt, N * V);
+    cpu_backend().cross_entropy_backward(dl.data(), tl.data(), targets.data(), N, V, kIgnore, dloss,
+                                         dt);
+    testing::expect_close(dl.values(), grad, 1e-6 + 1e-3 * rtol, 2 * rtol, "dlogits " + what);
+  }
+}
+
+TEST_P(KernelsCrossEntropy, AllIgnoredAndInPlace) {
+  const DType dt = GetParam();
+  const int N = 3, V = 9;
+  const auto logits = testing::random_values(N * V, 32, -2, 2, dt);
+  const std::vector<int32_t> ignored(N, kIgnore), targets = {1, 8, 0};
+  Tensor tl(dt, logits), dl(dt, std::vector<float>(N * V, 5.0f));
+  EXPECT_EQ(
+      cpu_backend().cross_entropy_forward(nullptr, tl.data(), ignored.data(), N, V, kIgnore, dt),
+      0.0f);
+  cpu_backend().cross_entropy_backward(dl.data(), tl.data(), ignored.data(), N, V, kIgnore, 1.0f,
+                                       dt);
+  for (float v : dl.values()) EXPECT_EQ(v, 0.0f);
+  // dlogits may be the logits buffer itself.
+  Tensor expected(dt, N * V);
+  cpu_backend().cross_entropy_backward(expected.data(), tl.data(), targets.data(), N, V, kIgnore,
+                                       1.0f, dt);
+  cpu_backend().cross_entropy_backward(tl.data(), tl.data(), targets.data(), N, V, kIgnore, 1.0f,
+                                       dt);
+  EXPECT_EQ(tl.values(), expected.values());
+}
+
+TEST(KernelsCrossEntropy, RejectsTargetsOutOfRange) {
+  Tensor tl(DType::kFloat32, 6);
+  const std::vector<int32_t> targets = {0, 3};
+  EXPECT_THROW(cpu_backend().cross_entropy_forward(nullptr, tl.data(), targets.data(), 2, 3, -100,
+                                                   DType::kFloat32),
+               Error);
+  EXPECT_THROW(cpu_backend().cross_entropy_backward(tl.data(), tl.data(), targets.data(), 2, 3,
+                                                    -100, 1.0f, DType::kFloat32),
+               Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllDTypes, KernelsCrossEntropy,
+                         ::testing::ValuesIn(testing::kStorageDTypes),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+}  // namespace
+}  // namespace kolo::trainer
