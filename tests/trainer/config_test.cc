@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -273,6 +274,23 @@ TEST(Config, LoadFileWithOverrides) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kIo);
   }
+}
+
+TEST(Config, DocumentedExampleParses) {
+  // The example of docs/trainer_config.md, so the documentation cannot drift from the parser.
+  std::ifstream in(std::string(KOLO_SOURCE_DIR) + "/docs/trainer_config.md");
+  ASSERT_TRUE(in) << "docs/trainer_config.md not found";
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  const size_t begin = doc.find("```json\n");
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = doc.find("```", begin + 8);
+  TrainConfig c = parse(json::parse(doc.substr(begin + 8, end - begin - 8)), 2);
+  EXPECT_EQ(c.batch.gradient_accumulation_steps, 2);
+  EXPECT_EQ(c.storage_dtype(), DType::kFloat16);
+  EXPECT_EQ(c.zero.stage, 1);
+  EXPECT_TRUE(c.warnings.empty());
 }
 
 }  // namespace
