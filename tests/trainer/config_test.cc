@@ -120,9 +120,10 @@ TEST(Config, ValidationMessagesNamePathAndRange) {
   expect_error(with({{"optimizer", {{"type", "SGD"}, {"params", {{"nesterov", true}}}}}}),
                "optimizer.params.nesterov: true needs optimizer.params.momentum > 0");
   expect_error(with({{"scheduler", {{"type", "OneCycle"}}}}), "scheduler.type: \"OneCycle\"");
-  expect_error(
-      with({{"scheduler", {{"type", "WarmupCosineLR"}, {"params", {{"warmup_num_steps", 10}}}}}}),
-      "scheduler.params.total_num_steps: required by WarmupCosineLR");
+  expect_error(with({{"scheduler",
+                      {{"type", "WarmupCosineLR"},
+                       {"params", {{"warmup_num_steps", 10}, {"total_num_steps", -1}}}}}}),
+               "scheduler.params.total_num_steps: -1 is out of range (>= 0)");
   expect_error(with({{"scheduler",
                       {{"type", "WarmupDecayLR"},
                        {"params", {{"warmup_num_steps", 10}, {"total_num_steps", 10}}}}}}),

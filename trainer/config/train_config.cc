@@ -138,8 +138,8 @@ SchedulerConfig parse_scheduler(const JsonSection& s) {
   const int64_t warmup = c.warmup_type == WarmupType::kLog
                              ? std::max<int64_t>(2, c.warmup_num_steps)
                              : c.warmup_num_steps;
-  KOLO_CHECK_ARG(p.has("total_num_steps"), p.key_path("total_num_steps"), ": required by ", type,
-                 " (> warmup_num_steps = ", warmup, ")");
+  // Absent (or 0): the training program fills in its run length (trainer/train/train_step.h).
+  if (p.get_int("total_num_steps", 0, Range::at_least(0)) == 0) return c;
   c.total_num_steps =
       p.get_int("total_num_steps", 0, {static_cast<double>(warmup), kInf, false, true});
   return c;
