@@ -2,6 +2,9 @@
 // modes), the minimum and the static scale, checked step by step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include "comm/base/error.h"
 #include "trainer/precision/loss_scaler.h"
 
@@ -133,6 +136,59 @@ TEST(LossScaler, StaticScaleSkipsButNeverChanges) {
   DynamicLossScaler none(no_loss_scaling());
   EXPECT_EQ(none.scale(), 1.0f);
   EXPECT_EQ(none.inverse_scale(), 1.0f);
+}
+
+// DeepSpeed's DynamicLossScaler.update_scale transcribed in its own formulation (iteration
+// numbers and the last overflow's iteration instead of a clean-step counter), as the reference.
+struct DeepSpeedReference {
+  double cur_scale, scale_factor, min_scale;
+  int64_t scale_window, delayed_shift, cur_hysteresis;
+  bool consecutive_hysteresis;
+  int64_t cur_iter = 0, last_overflow_iter = -1;
+
+  void update_scale(bool overflow) {
+    if (overflow) {
+      if (delayed_shift == 1 || cur_hysteresis == 1) {
+        cur_scale = std::max(cur_scale / scale_factor, min_scale);
+      } else {
+        cur_hysteresis -= 1;
+      }
+      last_overflow_iter = cur_iter;
+    } else {
+      if (consecutive_hysteresis) cur_hysteresis = delayed_shift;
+      if ((cur_iter - last_overflow_iter) % scale_window == 0) {
+        if (!consecutive_hysteresis) cur_hysteresis = delayed_shift;
+        cur_scale *= scale_factor;
+      }
+    }
+    cur_iter += 1;
+  }
+};
+
+TEST(LossScaler, MatchesDeepSpeedOnRandomOverflowSequences) {
+  std::mt19937 rng(1234);
+  for (bool consecutive : {false, true}) {
+    for (int64_t hysteresis : {1, 2, 3}) {
+      for (int64_t window : {1, 3, 7}) {
+        LossScalerOptions o = options(hysteresis, window);
+        o.consecutive_hysteresis = consecutive;
+        o.initial_scale = 1024.0f;
+        o.min_scale = 4.0f;
+        DynamicLossScaler s(o);
+        DeepSpeedReference ref{1024.0, 2.0, 4.0, window, hysteresis, hysteresis, consecutive};
+        std::bernoulli_distribution overflow_p(0.3);
+        for (int step = 0; step < 100; ++step) {  // < 2^117: no float overflow
+          const bool overflow = overflow_p(rng);
+          EXPECT_EQ(s.update(overflow), !overflow);
+          ref.update_scale(overflow);
+          ASSERT_EQ(double(s.scale()), ref.cur_scale)
+              << "step " << step << " h " << hysteresis << " w " << window << " consecutive "
+              << consecutive;
+          ASSERT_EQ(s.hysteresis_left(), ref.cur_hysteresis) << "step " << step;
+        }
+      }
+    }
+  }
 }
 
 TEST(LossScaler, RestoreRoundTrip) {
