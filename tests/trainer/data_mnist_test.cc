@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "comm/base/error.h"
@@ -77,6 +79,22 @@ TEST(DataMnist, MissingDataNamesTheFetchScript) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/kolo-data/mnist/src/digits/0.json"),
               std::string::npos);
   }
+}
+
+TEST(DataMnist, MalformedFileIsAnInvalidArgument) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kolo-data-mnist-test";
+  std::filesystem::create_directories(dir / "mnist/src/digits");
+  for (const char* text : {R"({"data": [0, 0.5, 1]})", R"({"pixels": []})", R"({"data": [)"}) {
+    std::ofstream(dir / "mnist/src/digits/0.json") << text;
+    try {
+      load_mnist(dir);
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << text;
+      EXPECT_NE(std::string(e.what()).find("0.json"), std::string::npos) << e.what();
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
