@@ -246,11 +246,11 @@ def load_weights(model, tensors, dtype=torch.float32):
 
 
 # ----------------------------------------------------------------------------- benchmark
-def bench(preset, batch, seq, steps, threads, mask_fraction=0.15):
+def bench(preset, batch, seq, steps, threads, dropout=0.0, mask_fraction=0.15):
     """fwd+bwd tokens/s of the MLM model, MLM head on the masked rows only (as kolo does)."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    c = bert_config(preset, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    c = bert_config(preset, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     model = Bert(c)
     ids = torch.randint(0, c["vocab_size"], (batch, seq))
     types = torch.zeros_like(ids)
@@ -281,11 +281,12 @@ def main():
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--dropout", type=float, default=0.0, help="hidden and attention dropout")
     args = ap.parse_args()
     if not args.bench:
         ap.print_help()
         return 2
-    bench(args.preset, args.batch, args.seq, args.steps, args.threads)
+    bench(args.preset, args.batch, args.seq, args.steps, args.threads, args.dropout)
     return 0
 
 

@@ -1,0 +1,146 @@
+// trainer_throughput: tokens/s of BERT forward + backward (MLM head on the masked rows) with
+// kolo's CPU kernels, next to the same model in PyTorch timed in the same run (a child
+// /usr/bin/python3 running tests/trainer/python/kolo_torch.py --bench).
+//   build/benchmarks/trainer_throughput [--preset mini] [--batch 32] [--seq 128] [--threads 1]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "comm/base/error.h"
+#include "trainer/data/rng.h"
+#include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/model/bert.h"
+
+namespace kt = kolo::trainer;
+
+namespace {
+
+struct Options {
+  std::string preset = "mini";
+  int batch = 32, seq = 128, steps = 5, warmup = 2, threads = 1;
+  float dropout = 0.0f;
+  std::vector<std::string> dtypes = {"float32", "float16", "bfloat16"};
+  std::string python = "/usr/bin/python3";
+  std::string torch_script = KOLO_SOURCE_DIR "/tests/trainer/python/kolo_torch.py";
+  bool torch = true;
+};
+
+// Random ids with 15% of the positions labelled for the MLM loss, as the torch side draws them.
+kt::TokenBatch random_batch(const kt::BertConfig& config, int batch, int seq) {
+  kt::Rng rng(12345);
+  kt::TokenBatch b;
+  b.batch = batch;
+  b.seq = seq;
+  const size_t n = static_cast<size_t>(batch) * static_cast<size_t>(seq);
+  b.input_ids.resize(n);
+  b.token_type_ids.assign(n, 0);
+  b.attention_mask.assign(n, 1);
+  b.mlm_labels.assign(n, kt::kIgnoreIndex);
+  for (size_t i = 0; i < n; ++i) {
+    b.input_ids[i] = static_cast<int32_t>(rng.below(static_cast<uint64_t>(config.vocab_size)));
+    if (rng.uniform() < 0.15) b.mlm_labels[i] = b.input_ids[i];
+  }
+  return b;
+}
+
+// Median seconds of one zero_grad + forward + backward.
+double time_kolo(const Options& o, kolo::DType dtype) {
+  kt::BertConfig config = kt::bert_preset(o.preset);
+  config.hidden_dropout = config.attention_dropout = o.dropout;
+  kt::Bert model(kt::cpu_backend(), config, dtype, o.batch, o.seq, 1);
+  const kt::TokenBatch batch = random_batch(config, o.batch, o.seq);
+  std::vector<double> times;
+  for (int i = 0; i < o.warmup + o.steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    model.zero_grad();
+    model.set_dropout_seed(static_cast<uint64_t>(i));
+    model.forward(batch);
+    model.backward(1.0f);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    if (i >= o.warmup) times.push_back(took.count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// tokens/s that the PyTorch run printed ("... <N> tokens/s ..."), or 0 when it failed.
+double run_torch(const Options& o) {
+  const std::string command = o.python + " " + o.torch_script + " --bench --preset " + o.preset +
+                              " --batch " + std::to_string(o.batch) + " --seq " +
+                              std::to_string(o.seq) + " --steps " + std::to_string(o.steps) +
+                              " --threads " + std::to_string(o.threads) + " --dropout " +
+                              std::to_string(o.dropout) + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  if (!pipe) return 0;
+  double rate = 0;
+  char line[512];
+  while (std::fgets(line, sizeof line, pipe.get())) {
+    std::printf("#   %s", line);
+    const std::string text(line);
+    const size_t at = text.find(" tokens/s");
+    if (at == std::string::npos) continue;
+    const size_t begin = text.rfind(' ', at - 1);
+    rate = std::stod(text.substr(begin + 1, at - begin - 1));
+  }
+  return rate;
+}
+
+int run(const Options& o) {
+  kt::set_num_threads(o.threads);
+  const double tokens = static_cast<double>(o.batch) * o.seq;
+  std::printf(
+      "# BERT-%s forward+backward, batch %d, seq %d, %d thread(s), dropout %.2f, median "
+      "of %d steps after %d warm-up\n",
+      o.preset.c_str(), o.batch, o.seq, o.threads, o.dropout, o.steps, o.warmup);
+  double torch_rate = 0;
+  if (o.torch) {
+    std::printf("# PyTorch (%s %s):\n", o.python.c_str(), o.torch_script.c_str());
+    torch_rate = run_torch(o);
+    if (torch_rate == 0) std::printf("# PyTorch run failed: no tokens/s line\n");
+  }
+  std::printf("%-8s %-9s %12s %12s %14s\n", "impl", "dtype", "ms/step", "tokens/s",
+              "vs torch fp32");
+  if (torch_rate > 0)
+    std::printf("%-8s %-9s %12.1f %12.0f %14.2f\n", "torch", "float32", tokens / torch_rate * 1e3,
+                torch_rate, 1.0);
+  for (const std::string& name : o.dtypes) {
+    const kolo::DType dtype = kolo::parse_dtype(name, "--dtypes");
+    const double seconds = time_kolo(o, dtype);
+    const double rate = tokens / seconds;
+    std::printf("%-8s %-9s %12.1f %12.0f", "kolo", kolo::dtype_name(dtype), seconds * 1e3, rate);
+    if (torch_rate > 0) std::printf(" %14.2f", rate / torch_rate);
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"BERT forward+backward tokens/s: kolo's kernels against PyTorch in the same run"};
+  Options o;
+  app.add_option("--preset", o.preset, "BERT preset: tiny mini small medium base large")
+      ->capture_default_str();
+  app.add_option("--batch", o.batch, "sequences per step")->capture_default_str();
+  app.add_option("--seq", o.seq, "tokens per sequence")->capture_default_str();
+  app.add_option("--steps", o.steps, "timed steps (the median is reported)")->capture_default_str();
+  app.add_option("--warmup", o.warmup, "untimed steps first")->capture_default_str();
+  app.add_option("--threads", o.threads, "BLAS / torch threads")->capture_default_str();
+  app.add_option("--dropout", o.dropout, "hidden and attention dropout")->capture_default_str();
+  app.add_option("--dtypes", o.dtypes, "kolo storage dtypes to time")->capture_default_str();
+  app.add_option("--python", o.python, "interpreter with torch")->capture_default_str();
+  app.add_flag("!--no-torch", o.torch, "skip the PyTorch run");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(o);
+  } catch (const kolo::Error& e) {
+    std::fprintf(stderr, "trainer_throughput: %s\n", e.what());
+    return 1;
+  }
+}
