@@ -134,7 +134,7 @@ TEST(KernelsAttention, RejectsBadShapes) {
                Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDTypes, KernelsAttention, ::testing::ValuesIn(testing::kStorageDTypes),
+INSTANTIATE_TEST_SUITE_P(Kernels, KernelsAttention, ::testing::ValuesIn(testing::kStorageDTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -102,7 +102,7 @@ TEST_P(KernelsDropout, SplitCallsAndZeroProbability) {
   EXPECT_THROW(cpu_backend().dropout_backward(split.data(), tx.data(), n, -0.1f, 9, 5, dt), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDTypes, KernelsDropout, ::testing::ValuesIn(testing::kStorageDTypes),
+INSTANTIATE_TEST_SUITE_P(Kernels, KernelsDropout, ::testing::ValuesIn(testing::kStorageDTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

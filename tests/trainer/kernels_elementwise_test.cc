@@ -158,8 +158,7 @@ TEST_P(KernelsElementwise, SumSquaresAndNonfinite) {
   EXPECT_EQ(cpu_backend().sum_squares(tx.data(), 0, dt, &flag), 0.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDTypes, KernelsElementwise,
-                         ::testing::ValuesIn(testing::kStorageDTypes),
+INSTANTIATE_TEST_SUITE_P(Kernels, KernelsElementwise, ::testing::ValuesIn(testing::kStorageDTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

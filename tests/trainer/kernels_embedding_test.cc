@@ -70,7 +70,7 @@ TEST(KernelsEmbedding, RejectsNegativeIds) {
                Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDTypes, KernelsEmbedding, ::testing::ValuesIn(testing::kStorageDTypes),
+INSTANTIATE_TEST_SUITE_P(Kernels, KernelsEmbedding, ::testing::ValuesIn(testing::kStorageDTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -85,7 +85,7 @@ TEST_P(KernelsLayerNorm, BackwardMatchesFiniteDifferences) {
   testing::expect_close(tdb.values(), want_db, 1e-4 + 4 * rtol, 2 * rtol, "dbeta (accumulated)");
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDTypes, KernelsLayerNorm, ::testing::ValuesIn(testing::kStorageDTypes),
+INSTANTIATE_TEST_SUITE_P(Kernels, KernelsLayerNorm, ::testing::ValuesIn(testing::kStorageDTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

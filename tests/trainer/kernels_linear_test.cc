@@ -99,7 +99,7 @@ TEST_P(KernelsLinear, HalfWeightGradientRoundsOnce) {
   EXPECT_NEAR(dw.get(0), testing::round_to(1.0f + 64.0f / 1024, dt), 1e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDTypes, KernelsLinear, ::testing::ValuesIn(testing::kStorageDTypes),
+INSTANTIATE_TEST_SUITE_P(Kernels, KernelsLinear, ::testing::ValuesIn(testing::kStorageDTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(KernelsDType, UnsupportedDTypeIsAnInvalidArgumentNamingTheKernel) {

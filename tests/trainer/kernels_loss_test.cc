@@ -101,8 +101,7 @@ TEST(KernelsCrossEntropy, RejectsTargetsOutOfRange) {
                Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllDTypes, KernelsCrossEntropy,
-                         ::testing::ValuesIn(testing::kStorageDTypes),
+INSTANTIATE_TEST_SUITE_P(Kernels, KernelsCrossEntropy, ::testing::ValuesIn(testing::kStorageDTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
