@@ -38,12 +38,14 @@ class Bert : public Model {
   std::vector<float> logits() const;                // [batch, num_labels], fp32
   std::vector<int32_t> predictions() const;         // [batch] argmax class
 
+  // The parameters of `config` in buffer order (Hugging Face names; query/key/value packed).
+  static ParamLayout make_layout(const BertConfig& config);
+
  private:
   struct LayerParams;  // element offsets of one encoder layer's tensors
   struct LayerActs;    // that layer's saved activations
   struct Acts;         // the whole arena, carved
 
-  static ParamLayout make_layout(const BertConfig& config);
   void init_weights(uint64_t seed);
   void check_batch(const TokenBatch& batch) const;
   void plan(int B, int S, int M);

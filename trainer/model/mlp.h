@@ -38,8 +38,9 @@ class Mlp : public Model {
   std::vector<int32_t> predictions() const;  // [batch]
   int correct() const;                       // predictions equal to the labels
 
- private:
   static ParamLayout make_layout(const MlpConfig& config);
+
+ private:
   void plan(int batch);
 
   MlpConfig config_;

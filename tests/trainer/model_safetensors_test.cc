@@ -1,0 +1,209 @@
+// safetensors format and layout I/O: bitwise round trips of every dtype, the byte layout of the
+// header, atomic replacement, and errors that name the file and tensor.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "comm/base/error.h"
+#include "comm/reduce/reduce.h"
+#include "trainer/io/safetensors.h"
+#include "trainer/io/tensor_io.h"
+
+namespace kolo::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelSafetensors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kolo_st_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const char* name) const { return (dir_ / name).string(); }
+  std::vector<uint8_t> bytes(const std::string& p) const {
+    std::ifstream in(p, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+  void write_bytes(const std::string& p, const std::vector<uint8_t>& b) const {
+    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  fs::path dir_;
+};
+
+template <typename T>
+std::vector<T> pattern(size_t n, uint32_t seed) {
+  std::vector<T> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t x = (static_cast<uint32_t>(i) + seed) * 2654435761u;
+    std::memcpy(&v[i], &x, std::min(sizeof(T), sizeof(x)));
+  }
+  return v;
+}
+
+TEST_F(ModelSafetensors, RoundTripIsBitwiseForEveryDtype) {
+  auto f32 = pattern<uint32_t>(6, 1);  // raw bit patterns, NaN payloads included
+  auto f16 = pattern<uint16_t>(5, 2);
+  auto bf16 = pattern<uint16_t>(7, 3);
+  auto i32 = pattern<int32_t>(4, 4);
+  auto i64 = pattern<int64_t>(3, 5);
+  float scalar = 3.5f;
+  std::vector<TensorRef> refs = {{"a.f32", DType::kFloat32, {2, 3}, f32.data()},
+                                 {"b.f16", DType::kFloat16, {5}, f16.data()},
+                                 {"c.bf16", DType::kBFloat16, {7, 1}, bf16.data()},
+                                 {"d.i32", DType::kInt32, {4}, i32.data()},
+                                 {"e.i64", DType::kInt64, {3}, i64.data()},
+                                 {"f.empty", DType::kFloat32, {0, 4}, nullptr},
+                                 {"g.scalar", DType::kFloat32, {}, &scalar}};
+  write_safetensors(path("t.safetensors"), refs, {{"format", "pt"}, {"step", "12"}});
+
+  SafetensorsFile file(path("t.safetensors"));
+  ASSERT_EQ(file.tensors().size(), refs.size());
+  for (size_t i = 0; i < refs.size(); ++i) {
+    const auto& e = file.tensors()[i];  // file order is write order
+    EXPECT_EQ(e.name, refs[i].name);
+    EXPECT_EQ(e.dtype, refs[i].dtype);
+    EXPECT_EQ(e.shape, refs[i].shape);
+    if (e.bytes > 0) {
+      EXPECT_EQ(std::memcmp(e.data, refs[i].data, e.bytes), 0) << e.name;
+    }
+  }
+  EXPECT_EQ(file.find("e.i64").numel(), 3u);
+  EXPECT_EQ(file.find("f.empty").bytes, 0u);
+  EXPECT_EQ(file.metadata().at("step"), "12");
+  EXPECT_EQ(file.get("absent"), nullptr);
+}
+
+TEST_F(ModelSafetensors, HeaderFollowsTheFormat) {
+  std::vector<uint16_t> h = {1, 2, 3};
+  std::vector<float> f = {1.0f, 2.0f};
+  write_safetensors(path("h.safetensors"), {{"x", DType::kBFloat16, {3}, h.data()},
+                                            {"y", DType::kFloat32, {1, 2}, f.data()}});
+  std::vector<uint8_t> b = bytes(path("h.safetensors"));
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(b[i]) << (8 * i);  // little-endian length
+  EXPECT_EQ(n % 8, 0u) << "data section must start 8-byte aligned";
+  ASSERT_EQ(b.size(), 8 + n + 6 + 8);
+  auto header = nlohmann::json::parse(b.begin() + 8, b.begin() + 8 + n);
+  EXPECT_EQ(header["x"]["dtype"], "BF16");
+  EXPECT_EQ(header["x"]["data_offsets"], nlohmann::json::array({0, 6}));
+  EXPECT_EQ(header["y"]["dtype"], "F32");
+  EXPECT_EQ(header["y"]["shape"], nlohmann::json::array({1, 2}));
+  EXPECT_EQ(header["y"]["data_offsets"], nlohmann::json::array({6, 14}));
+  EXPECT_FALSE(header.contains("__metadata__"));
+}
+
+TEST_F(ModelSafetensors, WriteReplacesAtomicallyAndLeavesNoTemporary) {
+  float a = 1.0f, b = 2.0f;
+  write_safetensors(path("w.safetensors"), {{"v", DType::kFloat32, {1}, &a}});
+  write_safetensors(path("w.safetensors"), {{"v", DType::kFloat32, {1}, &b}});
+  SafetensorsFile file(path("w.safetensors"));
+  EXPECT_EQ(std::memcmp(file.find("v").data, &b, 4), 0);
+  int entries = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) entries += e.is_regular_file();
+  EXPECT_EQ(entries, 1);
+  // A failed write keeps the old file.
+  EXPECT_THROW(write_safetensors(path("w.safetensors"), {{"v", DType::kFloat32, {1}, nullptr}}),
+               Error);
+  EXPECT_EQ(std::memcmp(SafetensorsFile(path("w.safetensors")).find("v").data, &b, 4), 0);
+}
+
+void expect_error(const std::function<void()>& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error; expected one mentioning " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ModelSafetensors, CorruptFilesAreRejectedNamingFileAndTensor) {
+  float v[2] = {1, 2};
+  write_safetensors(path("ok.safetensors"), {{"w", DType::kFloat32, {2}, v}});
+  std::vector<uint8_t> good = bytes(path("ok.safetensors"));
+
+  write_bytes(path("short.safetensors"), {1, 2, 3});
+  expect_error([&] { SafetensorsFile f(path("short.safetensors")); }, "short.safetensors");
+
+  std::vector<uint8_t> truncated(good.begin(), good.end() - 1);  // 7 data bytes for 8 needed
+  write_bytes(path("trunc.safetensors"), truncated);
+  expect_error([&] { SafetensorsFile f(path("trunc.safetensors")); }, "tensor 'w'");
+
+  std::vector<uint8_t> huge = good;
+  huge[7] = 0x7f;  // header length far beyond the file
+  write_bytes(path("huge.safetensors"), huge);
+  expect_error([&] { SafetensorsFile f(path("huge.safetensors")); }, "header length");
+
+  expect_error([&] { SafetensorsFile f(path("absent.safetensors")); }, "absent.safetensors");
+  expect_error([&] { SafetensorsFile(path("ok.safetensors")).find("nope"); }, "nope");
+  expect_error(
+      [&] {
+        write_safetensors(path("dup.safetensors"),
+                          {{"w", DType::kFloat32, {1}, v}, {"w", DType::kFloat32, {1}, v}});
+      },
+      "twice");
+}
+
+ParamLayout small_layout() {
+  ParamLayout l;
+  l.add("w", {2, 3}, true);
+  l.add("b", {3}, false);
+  return l;
+}
+
+TEST_F(ModelSafetensors, LayoutLoadConvertsDtypeAndChecksNames) {
+  ParamLayout l = small_layout();
+  std::vector<float> src(l.total(), 0.0f);
+  for (const ParamInfo& p : l.params())
+    for (size_t i = 0; i < p.numel; ++i) src[p.offset + i] = 0.1f * float(i + 1) + p.offset;
+  save_layout(path("l.safetensors"), l, src.data(), DType::kFloat32);
+
+  std::vector<uint16_t> bf(l.total(), 0);
+  LoadReport r = load_layout(path("l.safetensors"), l, bf.data(), DType::kBFloat16);
+  EXPECT_EQ(r.loaded.size(), 2u);
+  for (const ParamInfo& p : l.params())
+    for (size_t i = 0; i < p.numel; ++i)
+      EXPECT_EQ(bf[p.offset + i], reduce::float_to_bfloat16(src[p.offset + i]));
+
+  ParamLayout bigger = small_layout();
+  bigger.add("extra", {4}, true);
+  std::vector<float> dst(bigger.total(), -1.0f);
+  expect_error([&] { load_layout(path("l.safetensors"), bigger, dst.data(), DType::kFloat32); },
+               "missing tensors: extra");
+  r = load_layout(path("l.safetensors"), bigger, dst.data(), DType::kFloat32, /*strict=*/false);
+  EXPECT_EQ(r.missing, std::vector<std::string>{"extra"});
+  EXPECT_EQ(dst[bigger.find("extra").offset], -1.0f) << "missing tensors stay untouched";
+
+  ParamLayout fewer;
+  fewer.add("w", {2, 3}, true);
+  expect_error([&] { load_layout(path("l.safetensors"), fewer, dst.data(), DType::kFloat32); },
+               "unexpected tensors: b");
+
+  ParamLayout reshaped;
+  reshaped.add("w", {3, 2}, true);
+  reshaped.add("b", {3}, false);
+  expect_error([&] { load_layout(path("l.safetensors"), reshaped, dst.data(), DType::kFloat32); },
+               "'w' has shape [2, 3], the model expects [3, 2]");
+}
+
+TEST(ModelParamLayout, PackedTensorsAreAdjacentOthersAligned) {
+  ParamLayout l;
+  l.add("a", {3}, true);
+  size_t q = l.add("q", {5, 5}, true);
+  size_t k = l.add_packed("k", {5, 5}, true);
+  size_t b = l.add("bias", {2}, false);
+  EXPECT_EQ(q % ParamLayout::kAlign, 0u);
+  EXPECT_EQ(k, q + 25);
+  EXPECT_EQ(b % ParamLayout::kAlign, 0u);
+  EXPECT_EQ(l.num_params(), 3u + 25 + 25 + 2);
+  EXPECT_THROW(l.add("a", {1}, true), Error);
+}
+
+}  // namespace
+}  // namespace kolo::trainer
