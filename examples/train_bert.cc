@@ -14,14 +14,14 @@
 #include "comm/base/error.h"
 #include "trainer/config/train_config.h"
 #include "trainer/data/data_files.h"
+#include "trainer/data/rng.h"
 #include "trainer/data/spam.h"
 #include "trainer/data/token_batches.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/metrics/classification.h"
-#include "trainer/metrics/meters.h"
 #include "trainer/metrics/progress.h"
 #include "trainer/model/bert.h"
-#include "trainer/train/train_step.h"
+#include "trainer/train/step_loop.h"
 
 namespace kt = kolo::trainer;
 
@@ -102,36 +102,24 @@ void train_phase(kt::Bert& model, kt::TokenBatcher& train, const kt::TrainConfig
   const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
   const int64_t per_epoch = static_cast<int64_t>(train.batches_per_epoch()) / accumulation;
   const int64_t total = per_epoch * epochs;
+  const uint64_t seed =
+      kt::mix_seed(static_cast<uint64_t>(config.kolo.get_int("seed", 1, kt::Range::at_least(0))),
+                   std::hash<std::string>{}(name));
   kt::TrainStep step(model, config, total);
   kt::ProgressPrinter progress;
   std::printf("%s: %zu sequences, %lld steps of %lld sequences\n", name.c_str(), train.examples(),
               static_cast<long long>(total), static_cast<long long>(config.batch.train_batch_size));
-  kt::ThroughputMeter meter;
-  kt::RunningMean loss;
-  int64_t done = 0;
+  kt::StepLoop loop(step, total, config.steps_per_print, progress);
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     train.set_epoch(static_cast<uint64_t>(epoch));
-    for (int64_t s = 0; s < per_epoch; ++s) {
-      model.set_dropout_seed(static_cast<uint64_t>(done) * 7919u + 17u);
-      for (int a = 0; a < accumulation; ++a) {
-        const kt::TokenBatch batch = train.batch(static_cast<size_t>(s * accumulation + a));
-        loss.add(model.forward(batch));
-        model.backward(step.loss_scale());
-        meter.add(static_cast<double>(batch.batch) * batch.seq);
-      }
-      const kt::StepResult r = step.finish(accumulation);
-      if (++done % config.steps_per_print == 0 || done == total) {
-        progress.report({done,
-                         total,
-                         loss.mean(),
-                         r.loss_scale,
-                         r.lr,
-                         meter.rate(),
-                         {{"epoch", std::to_string(epoch + 1)},
-                          {"skipped", std::to_string(step.skipped_steps())}}});
-        loss.reset();
-      }
-    }
+    loop.run_epoch(epoch, per_epoch, accumulation, [&](size_t index, float loss_scale) {
+      // A fresh dropout seed per micro-batch (a recompute of the same batch would reuse it).
+      model.set_dropout_seed(kt::mix_seed(seed, static_cast<uint64_t>(epoch), index));
+      const kt::TokenBatch batch = train.batch(index);
+      const float loss = model.forward(batch);
+      model.backward(loss_scale);
+      return kt::MicroResult{loss, static_cast<double>(batch.batch) * batch.seq};
+    });
     progress.message(name + ": epoch " + std::to_string(epoch + 1) + " done");
     evaluate(progress);
   }

@@ -15,10 +15,9 @@
 #include "trainer/data/sampler.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/metrics/classification.h"
-#include "trainer/metrics/meters.h"
 #include "trainer/metrics/progress.h"
 #include "trainer/model/mlp.h"
-#include "trainer/train/train_step.h"
+#include "trainer/train/step_loop.h"
 
 namespace kt = kolo::trainer;
 
@@ -70,34 +69,17 @@ int run(const Args& args) {
               static_cast<long long>(total));
 
   kt::ProgressPrinter progress(kt::ProgressOptions{stdout, -1, "samples/s", 30});
-  kt::ThroughputMeter meter;
-  kt::RunningMean loss;
+  kt::StepLoop loop(step, total, config.steps_per_print, progress);
   kt::Rng rng(seed ^ 0x6d6e697374ULL);  // augmentation shifts
-  int64_t done = 0;
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     sampler.set_epoch(static_cast<uint64_t>(epoch));
-    for (int64_t s = 0; s < steps_per_epoch; ++s) {
-      for (int a = 0; a < accumulation; ++a) {
-        auto batch = kt::make_feature_batch(
-            data.train, sampler.batch_indices(static_cast<size_t>(s * accumulation + a)));
-        kt::random_shift_images(batch, max_shift, rng);
-        loss.add(model.forward(batch));
-        model.backward(step.loss_scale());
-        meter.add(batch.batch);
-      }
-      const kt::StepResult r = step.finish(accumulation);
-      if (++done % config.steps_per_print == 0 || done == total) {
-        progress.report({done,
-                         total,
-                         loss.mean(),
-                         r.loss_scale,
-                         r.lr,
-                         meter.rate(),
-                         {{"epoch", std::to_string(epoch + 1)},
-                          {"skipped", std::to_string(step.skipped_steps())}}});
-        loss.reset();
-      }
-    }
+    loop.run_epoch(epoch, steps_per_epoch, accumulation, [&](size_t index, float loss_scale) {
+      auto batch = kt::make_feature_batch(data.train, sampler.batch_indices(index));
+      kt::random_shift_images(batch, max_shift, rng);
+      const float loss = model.forward(batch);
+      model.backward(loss_scale);
+      return kt::MicroResult{loss, static_cast<double>(batch.batch)};
+    });
     progress.message("epoch " + std::to_string(epoch + 1) + ": test accuracy " +
                      std::to_string(evaluate(model, data.test, 500)));
   }

@@ -1,0 +1,34 @@
+// StepLoop: micro-batches -> TrainStep::finish -> progress lines.
+#include "trainer/train/step_loop.h"
+
+namespace kolo::trainer {
+
+StepLoop::StepLoop(TrainStep& step, int64_t total_steps, int64_t steps_per_print,
+                   ProgressPrinter& progress)
+    : step_(step), total_(total_steps), every_(steps_per_print), progress_(progress) {}
+
+void StepLoop::run_epoch(int64_t epoch, int64_t steps, int accumulation, const Micro& micro) {
+  for (int64_t s = 0; s < steps; ++s) {
+    for (int a = 0; a < accumulation; ++a) {
+      const MicroResult r = micro(static_cast<size_t>(s * accumulation + a), step_.loss_scale());
+      loss_.add(r.loss);
+      meter_.add(r.units);
+    }
+    const StepResult result = step_.finish(accumulation);
+    if (++done_ % every_ == 0 || done_ == total_) report(result, epoch);
+  }
+}
+
+void StepLoop::report(const StepResult& result, int64_t epoch) {
+  progress_.report(
+      {done_,
+       total_,
+       loss_.mean(),
+       result.loss_scale,
+       result.lr,
+       meter_.rate(),
+       {{"epoch", std::to_string(epoch + 1)}, {"skipped", std::to_string(step_.skipped_steps())}}});
+  loss_.reset();
+}
+
+}  // namespace kolo::trainer

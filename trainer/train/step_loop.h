@@ -1,0 +1,47 @@
+// The optimizer-step loop shared by the training programs: each step runs the micro-batches'
+// forward and backward passes (through a callback), then TrainStep::finish, and reports
+// progress (mean loss, loss scale, lr, throughput, skipped steps) every steps_per_print steps.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "trainer/metrics/meters.h"
+#include "trainer/metrics/progress.h"
+#include "trainer/train/train_step.h"
+
+namespace kolo::trainer {
+
+struct MicroResult {
+  double loss = 0;   // the micro-batch's mean loss
+  double units = 0;  // tokens or samples it processed (for the rate)
+};
+
+class StepLoop {
+ public:
+  // micro(index, loss_scale): forward and backward of micro-batch `index` of the epoch, the
+  // backward seeded with loss_scale.
+  using Micro = std::function<MicroResult(size_t index, float loss_scale)>;
+
+  StepLoop(TrainStep& step, int64_t total_steps, int64_t steps_per_print,
+           ProgressPrinter& progress);
+
+  // One epoch of `steps` optimizer steps over micro-batches 0 .. steps * accumulation - 1.
+  void run_epoch(int64_t epoch, int64_t steps, int accumulation, const Micro& micro);
+
+  int64_t done() const { return done_; }
+
+ private:
+  void report(const StepResult& result, int64_t epoch);
+
+  TrainStep& step_;
+  int64_t total_;
+  int64_t every_;
+  ProgressPrinter& progress_;
+  ThroughputMeter meter_;
+  RunningMean loss_;
+  int64_t done_ = 0;
+};
+
+}  // namespace kolo::trainer
