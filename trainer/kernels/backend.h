@@ -56,7 +56,8 @@ class Backend {
                               DType dt) = 0;
 
   // --- layer norm over the last dimension C -------------------------------------------------
-  // out = (x - mean) * rstd * gamma + beta; mean[T] and rstd[T] (float) are saved.
+  // out = (x - mean) * rstd * gamma + beta; mean[T] and rstd[T] (float) are saved (either may
+  // be null when no backward follows).
   virtual void layernorm_forward(void* out, float* mean, float* rstd, const void* x,
                                  const void* gamma, const void* beta, int T, int C, float eps,
                                  DType dt) = 0;

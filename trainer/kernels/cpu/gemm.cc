@@ -79,9 +79,8 @@ void linear_backward_kernel(void* dx, void* dw, void* db, const void* dy, const 
   if (dw != nullptr && T > 0) {
     // dw[N,K] += dy^T[N,T] . x[T,K]
     const float* x32 = to_f32<S>(Slot::kB, as<S>(x), rows * K);
-    float* dw32 = S::kDType == DType::kFloat32
-                      ? static_cast<float*>(dw)
-                      : const_cast<float*>(to_f32<S>(Slot::kC, as<S>(dw), wn));
+    float* dw32 =
+        S::kDType == DType::kFloat32 ? static_cast<float*>(dw) : widen<S>(Slot::kC, as<S>(dw), wn);
     sgemm(true, false, N, K, T, 1.0f, dy32, N, x32, K, 1.0f, dw32, K);
     if constexpr (S::kDType != DType::kFloat32) from_f32<S>(as<S>(dw), dw32, wn);
   }

@@ -35,8 +35,8 @@ void layernorm_forward_kernel(typename S::T* out, float* mean, float* rstd, cons
     }
     const float mu = _mm256_cvtss_f32(m);
     const float rs = 1.0f / std::sqrt(hsum(var) / C + eps);
-    mean[t] = mu;
-    rstd[t] = rs;
+    if (mean != nullptr) mean[t] = mu;  // null: inference, nothing saved
+    if (rstd != nullptr) rstd[t] = rs;
     const __m256 r = _mm256_set1_ps(rs);
     auto* o = out + t * c;
     for (size_t j = 0; j < c; j += kLanes) {

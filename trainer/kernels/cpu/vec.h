@@ -139,15 +139,20 @@ typename S::T* as(void* p) {
 enum class Slot : int { kA, kB, kC, kD, kE, kF, kG, kH, kCount };
 float* scratch(Slot slot, size_t n);
 
-// Converts n storage elements to fp32 in `slot` (or returns src itself when S is F32).
+// Widens n storage elements into the fp32 scratch of `slot` (a copy, also for F32).
+template <typename S>
+float* widen(Slot slot, const typename S::T* src, size_t n) {
+  float* dst = scratch(slot, n);
+  for (size_t i = 0; i < n; i += kLanes) store_n<F32>(dst + i, load_n<S>(src + i, n - i), n - i);
+  return dst;
+}
+// The fp32 view of n storage elements: src itself for F32, else widened into `slot`.
 template <typename S>
 const float* to_f32(Slot slot, const typename S::T* src, size_t n) {
   if constexpr (S::kDType == DType::kFloat32) {
     return src;
   } else {
-    float* dst = scratch(slot, n);
-    for (size_t i = 0; i < n; i += kLanes) store_n<F32>(dst + i, load_n<S>(src + i, n - i), n - i);
-    return dst;
+    return widen<S>(slot, src, n);
   }
 }
 // Stores n fp32 values into storage, rounding once.
