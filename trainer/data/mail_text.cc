@@ -145,7 +145,9 @@ size_t decode_entity(std::string_view text, size_t pos, std::string& out) {
   char32_t cp = 0;
   size_t i = hex ? 3 : 2;
   for (; i < rest.size() && rest[i] != ';'; ++i) {
-    const int digit = hex ? hex_value(rest[i]) : (std::isdigit(rest[i]) ? rest[i] - '0' : -1);
+    const int digit =
+        hex ? hex_value(rest[i])
+            : (std::isdigit(static_cast<unsigned char>(rest[i])) ? rest[i] - '0' : -1);
     if (digit < 0) return 0;
     cp = cp * (hex ? 16 : 10) + static_cast<char32_t>(digit);
   }
