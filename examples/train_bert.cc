@@ -3,6 +3,7 @@
 // precision, recall and F1.
 //   build/examples/train_bert [--config examples/configs/bert_tiny.json] [--phase both|pretrain|
 //                             finetune] [--set key=value ...] [--save DIR] [--load FILE]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -101,7 +102,10 @@ void train_phase(kt::Bert& model, kt::TokenBatcher& train, const kt::TrainConfig
   const int64_t epochs = phase.get_int("epochs", 1, kt::Range::at_least(0));
   const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
   const int64_t per_epoch = static_cast<int64_t>(train.batches_per_epoch()) / accumulation;
-  const int64_t total = per_epoch * epochs;
+  // max_steps (0: no limit) cuts a phase short, for smoke tests and quick looks.
+  const int64_t max_steps = phase.get_int("max_steps", 0, kt::Range::at_least(0));
+  const int64_t total =
+      max_steps > 0 ? std::min(per_epoch * epochs, max_steps) : per_epoch * epochs;
   const uint64_t seed =
       kt::mix_seed(static_cast<uint64_t>(config.kolo.get_int("seed", 1, kt::Range::at_least(0))),
                    std::hash<std::string>{}(name));
@@ -110,16 +114,18 @@ void train_phase(kt::Bert& model, kt::TokenBatcher& train, const kt::TrainConfig
   std::printf("%s: %zu sequences, %lld steps of %lld sequences\n", name.c_str(), train.examples(),
               static_cast<long long>(total), static_cast<long long>(config.batch.train_batch_size));
   kt::StepLoop loop(step, total, config.steps_per_print, progress);
-  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+  for (int64_t epoch = 0; epoch < epochs && loop.done() < total; ++epoch) {
     train.set_epoch(static_cast<uint64_t>(epoch));
-    loop.run_epoch(epoch, per_epoch, accumulation, [&](size_t index, float loss_scale) {
-      // A fresh dropout seed per micro-batch (a recompute of the same batch would reuse it).
-      model.set_dropout_seed(kt::mix_seed(seed, static_cast<uint64_t>(epoch), index));
-      const kt::TokenBatch batch = train.batch(index);
-      const float loss = model.forward(batch);
-      model.backward(loss_scale);
-      return kt::MicroResult{loss, static_cast<double>(batch.batch) * batch.seq};
-    });
+    loop.run_epoch(
+        epoch, std::min(per_epoch, total - loop.done()), accumulation,
+        [&](size_t index, float loss_scale) {
+          // A fresh dropout seed per micro-batch (a recompute of the same batch would reuse it).
+          model.set_dropout_seed(kt::mix_seed(seed, static_cast<uint64_t>(epoch), index));
+          const kt::TokenBatch batch = train.batch(index);
+          const float loss = model.forward(batch);
+          model.backward(loss_scale);
+          return kt::MicroResult{loss, static_cast<double>(batch.batch) * batch.seq};
+        });
     progress.message(name + ": epoch " + std::to_string(epoch + 1) + " done");
     evaluate(progress);
   }
@@ -127,7 +133,7 @@ void train_phase(kt::Bert& model, kt::TokenBatcher& train, const kt::TrainConfig
 
 int run(const Args& args) {
   const auto started = std::chrono::steady_clock::now();
-  const kt::TrainConfig base = kt::load_train_config(args.config, {});
+  const kt::TrainConfig base = kt::load_train_config(args.config, args.overrides);
   if (args.threads > 0) kt::set_num_threads(args.threads);
   const std::filesystem::path data_dir =
       args.data_dir.empty() ? kt::default_data_dir() : std::filesystem::path(args.data_dir);
