@@ -78,6 +78,49 @@ std::string encode_header(const std::vector<TensorRef>& tensors,
   return text;
 }
 
+std::map<std::string, std::string> parse_metadata(const nlohmann::json& m,
+                                                  const std::string& path) {
+  KOLO_CHECK_ARG(m.is_object(), path, ": __metadata__ is not an object");
+  std::map<std::string, std::string> out;
+  for (auto it = m.begin(); it != m.end(); ++it) {
+    KOLO_CHECK_ARG(it->is_string(), path, ": metadata '", it.key(), "' is not a string");
+    out[it.key()] = it->get<std::string>();
+  }
+  return out;
+}
+
+// One header entry: {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, checked
+// against the data section.
+SafetensorsFile::Entry parse_entry(const std::string& name, const nlohmann::json& t,
+                                   const uint8_t* data, size_t data_bytes,
+                                   const std::string& path) {
+  std::string context = path + ": tensor '" + name + "'";
+  KOLO_CHECK_ARG(t.is_object() && t.contains("dtype") && t.contains("shape") &&
+                     t.contains("data_offsets") && t["dtype"].is_string() &&
+                     t["shape"].is_array() && t["data_offsets"].is_array() &&
+                     t["data_offsets"].size() == 2,
+                 context, ": needs dtype, shape and data_offsets [begin, end]");
+  SafetensorsFile::Entry e;
+  e.name = name;
+  e.dtype = parse_safetensors_dtype(t["dtype"].get<std::string>(), context);
+  for (const auto& d : t["shape"]) {
+    KOLO_CHECK_ARG(d.is_number_integer(), context, ": shape entries must be integers");
+    e.shape.push_back(d.get<int64_t>());
+  }
+  KOLO_CHECK_ARG(
+      t["data_offsets"][0].is_number_unsigned() && t["data_offsets"][1].is_number_unsigned(),
+      context, ": data_offsets must be non-negative integers");
+  uint64_t begin = t["data_offsets"][0].get<uint64_t>();
+  uint64_t end = t["data_offsets"][1].get<uint64_t>();
+  KOLO_CHECK_ARG(begin <= end && end <= data_bytes, context, ": data_offsets [", begin, ", ", end,
+                 "] outside the data section of ", data_bytes, " bytes");
+  e.bytes = end - begin;
+  KOLO_CHECK_EQ(shape_numel(e.shape, context) * dtype_size(e.dtype), e.bytes,
+                ErrorCode::kInvalidArgument, context, ": shape and byte range disagree");
+  e.data = data + begin;
+  return e;
+}
+
 }  // namespace
 
 const char* safetensors_dtype_name(DType dtype) {
@@ -158,39 +201,10 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
 
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
-      KOLO_CHECK_ARG(it->is_object(), path_, ": __metadata__ is not an object");
-      for (auto m = it->begin(); m != it->end(); ++m) {
-        KOLO_CHECK_ARG(m->is_string(), path_, ": metadata '", m.key(), "' is not a string");
-        metadata_[m.key()] = m->get<std::string>();
-      }
-      continue;
+      metadata_ = parse_metadata(*it, path_);
+    } else {
+      entries_.push_back(parse_entry(it.key(), *it, data, data_bytes, path_));
     }
-    std::string context = path_ + ": tensor '" + it.key() + "'";
-    const nlohmann::json& t = *it;
-    KOLO_CHECK_ARG(t.is_object() && t.contains("dtype") && t.contains("shape") &&
-                       t.contains("data_offsets") && t["dtype"].is_string() &&
-                       t["shape"].is_array() && t["data_offsets"].is_array() &&
-                       t["data_offsets"].size() == 2,
-                   context, ": needs dtype, shape and data_offsets [begin, end]");
-    Entry e;
-    e.name = it.key();
-    e.dtype = parse_safetensors_dtype(t["dtype"].get<std::string>(), context);
-    for (const auto& d : t["shape"]) {
-      KOLO_CHECK_ARG(d.is_number_integer(), context, ": shape entries must be integers");
-      e.shape.push_back(d.get<int64_t>());
-    }
-    KOLO_CHECK_ARG(
-        t["data_offsets"][0].is_number_unsigned() && t["data_offsets"][1].is_number_unsigned(),
-        context, ": data_offsets must be non-negative integers");
-    uint64_t begin = t["data_offsets"][0].get<uint64_t>();
-    uint64_t end = t["data_offsets"][1].get<uint64_t>();
-    KOLO_CHECK_ARG(begin <= end && end <= data_bytes, context, ": data_offsets [", begin, ", ", end,
-                   "] outside the data section of ", data_bytes, " bytes");
-    e.bytes = end - begin;
-    KOLO_CHECK_EQ(shape_numel(e.shape, context) * dtype_size(e.dtype), e.bytes,
-                  ErrorCode::kInvalidArgument, context, ": shape and byte range disagree");
-    e.data = data + begin;
-    entries_.push_back(std::move(e));
   }
   std::sort(entries_.begin(), entries_.end(),
             [](const Entry& a, const Entry& b) { return a.data < b.data; });

@@ -230,6 +230,7 @@ float Bert::forward(const TokenBatch& batch) {
     layer_forward(l, x, a.layers[l]);
     x = a.layers[l].y;
   }
+  mlm_correct_ = 0;
   mlm_loss_ = (has_mlm_ && M_ > 0) ? mlm_forward() : 0.0f;
   masked_ = M_;
   cls_loss_ = has_cls_ ? cls_forward() : 0.0f;

@@ -23,7 +23,6 @@ float Bert::mlm_forward() {
   k.linear_forward(a.m_logits, a.m_v, W(emb_word_), W(mlm_bias_), M, C, V, dt);  // tied decoder
   float loss = k.cross_entropy_forward(a.m_losses, a.m_logits, masked_labels_.data(), M, V,
                                        kIgnoreIndex, dt);
-  mlm_correct_ = 0;
   if (backend().device() == Device::kCpu) {
     std::vector<int32_t> pred = argmax_rows(a.m_logits, dt, M, V);
     for (int i = 0; i < M; ++i) mlm_correct_ += pred[i] == masked_labels_[i];
