@@ -96,10 +96,9 @@ class Backend {
                                  int B, int S, int C, int NH, float dropout_p, uint64_t seed,
                                  uint64_t offset, DType dt) = 0;
   // dqkv[B*S, 3C] overwritten. The same (seed, offset) as the forward call.
-  virtual void attention_backward(void* dqkv, const void* dout, const void* qkv,
-                                  const void* probs, const int32_t* mask, int B, int S, int C,
-                                  int NH, float dropout_p, uint64_t seed, uint64_t offset,
-                                  DType dt) = 0;
+  virtual void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* probs,
+                                  const int32_t* mask, int B, int S, int C, int NH, float dropout_p,
+                                  uint64_t seed, uint64_t offset, DType dt) = 0;
 
   // --- loss ---------------------------------------------------------------------------------
   // Softmax cross-entropy over logits[N, V] with targets[N]; rows whose target equals
