@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -170,6 +171,15 @@ TEST(ModelBert, ArenaGrowsForLargerBatchesAndInputsAreChecked) {
   bad = b;
   bad.attention_mask.pop_back();
   EXPECT_THROW(m.forward(bad), Error);
+  bad = b;
+  std::fill(bad.attention_mask.begin() + 8, bad.attention_mask.end(), 0);
+  EXPECT_THROW(m.forward(bad), Error);
+  BertConfig mlm_only = c;
+  mlm_only.num_labels = 0;
+  Bert p(cpu_backend(), mlm_only, DType::kFloat32, 2, 8, 3);
+  float loss_p = p.forward(b);  // labels for the absent classification head are ignored
+  EXPECT_EQ(loss_p, p.mlm_loss());
+  EXPECT_GT(loss_p, 0.0f);
 }
 
 // Central differences of the loss in double-checked fp32: each chosen tensor's element with

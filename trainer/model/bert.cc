@@ -137,8 +137,16 @@ void Bert::check_batch(const TokenBatch& b) const {
   check_ints(b.input_ids, "input_ids", T, config_.vocab_size, false, false);
   check_ints(b.token_type_ids, "token_type_ids", T, config_.type_vocab, true, false);
   check_ints(b.attention_mask, "attention_mask", T, 2, true, false);
-  check_ints(b.mlm_labels, "mlm_labels", T, config_.vocab_size, true, true);
-  check_ints(b.labels, "labels", size_t(b.batch), std::max(config_.num_labels, 1), true, true);
+  // A sequence without real tokens would softmax over keys that are all -inf.
+  for (int s = 0; s < b.batch && !b.attention_mask.empty(); ++s) {
+    auto first = b.attention_mask.begin() + size_t(s) * b.seq;
+    KOLO_CHECK_ARG(std::find(first, first + b.seq, 1) != first + b.seq, "TokenBatch: sequence ", s,
+                   " has attention_mask 0 everywhere (needs at least one real token)");
+  }
+  // Labels for a head the model does not have are ignored, not checked.
+  if (config_.mlm_head) check_ints(b.mlm_labels, "mlm_labels", T, config_.vocab_size, true, true);
+  if (config_.num_labels > 0)
+    check_ints(b.labels, "labels", size_t(b.batch), config_.num_labels, true, true);
 }
 
 void Bert::plan(int B, int S, int M) {
