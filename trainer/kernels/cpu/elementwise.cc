@@ -73,7 +73,8 @@ void dropout_kernel(void* out, const void* in, size_t n, float p, uint64_t seed,
 using namespace cpu;
 
 void CpuBackend::gelu_forward(void* out, const void* x, size_t n, DType dt) {
-  dispatch(dt, "gelu_forward", [&](auto s) { map1<decltype(s)>(out, x, n, gelu8); });
+  dispatch(dt, "gelu_forward",
+           [&](auto s) { map1<decltype(s)>(out, x, n, [](__m256 v) { return gelu8(v); }); });
 }
 
 void CpuBackend::gelu_backward(void* dx, const void* dout, const void* x, size_t n, DType dt) {
@@ -98,7 +99,8 @@ void CpuBackend::relu_backward(void* dx, const void* dout, const void* x, size_t
 }
 
 void CpuBackend::tanh_forward(void* out, const void* x, size_t n, DType dt) {
-  dispatch(dt, "tanh_forward", [&](auto s) { map1<decltype(s)>(out, x, n, tanh8); });
+  dispatch(dt, "tanh_forward",
+           [&](auto s) { map1<decltype(s)>(out, x, n, [](__m256 v) { return tanh8(v); }); });
 }
 
 void CpuBackend::tanh_backward(void* dx, const void* dout, const void* y, size_t n, DType dt) {
