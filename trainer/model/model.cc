@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "comm/base/error.h"
+#include "trainer/metrics/classification.h"
 
 namespace kolo::trainer {
 namespace {
@@ -102,10 +103,7 @@ std::vector<int32_t> argmax_rows(const void* x, DType dtype, int rows, int cols)
   for (int r = 0; r < rows; ++r) {
     convert_host(row.data(), DType::kFloat32, base + size_t(r) * cols * dtype_size(dtype), dtype,
                  row.size());
-    int best = 0;
-    for (int c = 1; c < cols; ++c)
-      if (row[c] > row[best]) best = c;
-    out[r] = best;
+    argmax_rows(row.data(), 1, row.size(), &out[static_cast<size_t>(r)]);
   }
   return out;
 }
