@@ -44,7 +44,48 @@ kt::TrainConfig phase_config(const kt::TrainConfig& base, const std::string& pha
   for (const auto& [key, value] : set.json().items())
     kt::apply_override(json, key + "=" + value.dump());
   for (const std::string& o : overrides) kt::apply_override(json, o);
-  return kt::parse_train_config(json, 1, false);
+  kt::TrainConfig config = kt::parse_train_config(json, 1, false);
+  // One model serves both phases: its storage dtype and sequence length are the base config's.
+  KOLO_CHECK_EQ(std::string(kolo::dtype_name(config.storage_dtype())),
+                std::string(kolo::dtype_name(base.storage_dtype())),
+                kolo::ErrorCode::kInvalidArgument, "kolo.", phase,
+                ".set: the precision (fp16/bf16) must be the same in every phase");
+  KOLO_CHECK_EQ(config.kolo.json().value("seq_len", nlohmann::json(128)),
+                base.kolo.json().value("seq_len", nlohmann::json(128)),
+                kolo::ErrorCode::kInvalidArgument, "kolo.", phase,
+                ".set: kolo.seq_len must be the same in every phase");
+  return config;
+}
+
+// kolo.model: a preset name, or a Hugging Face style config object (docs/trainer.md).
+kt::BertConfig model_config(const kt::TrainConfig& config) {
+  const nlohmann::json& json = config.kolo.json();
+  if (json.contains("model") && json["model"].is_object())
+    return kt::parse_bert_config(json["model"]);
+  return kt::parse_bert_config(std::string_view(config.kolo.get_string("model", "tiny")));
+}
+
+void check_kolo_keys(const kt::TrainConfig& config) {
+  std::vector<std::string> warnings =
+      config.kolo.warn_unknown({"model", "seq_len", "seed", "pretrain", "finetune"});
+  for (const char* phase : {"pretrain", "finetune"}) {
+    const auto more =
+        config.kolo.section(phase).warn_unknown({"epochs", "max_steps", "max_windows", "set"});
+    warnings.insert(warnings.end(), more.begin(), more.end());
+  }
+  kt::print_config_warnings(warnings);
+}
+
+void load_weights(kt::Bert& model, const std::string& path) {
+  const kt::LoadReport report = model.load(path, false);
+  std::printf("train_bert: loaded %zu tensors from %s", report.loaded.size(), path.c_str());
+  if (!report.missing.empty())
+    std::printf(", %zu missing (kept from the initialisation, e.g. %s)", report.missing.size(),
+                report.missing.front().c_str());
+  if (!report.unexpected.empty())
+    std::printf(", %zu unexpected (ignored, e.g. %s)", report.unexpected.size(),
+                report.unexpected.front().c_str());
+  std::printf("\n");
 }
 
 kt::TokenBatcherOptions batcher_options(const kt::TrainConfig& config, size_t batch, bool shuffle,
@@ -142,19 +183,18 @@ int run(const Args& args) {
   const kt::Vocab& vocab = tokenizer.vocab();
   const uint64_t seed = static_cast<uint64_t>(base.kolo.get_int("seed", 1, kt::Range::at_least(0)));
 
-  kt::BertConfig bert =
-      kt::parse_bert_config(std::string_view(base.kolo.get_string("model", "tiny")));
+  check_kolo_keys(base);
+  kt::BertConfig bert = model_config(base);
   bert.num_labels = 2;
   const kt::TrainConfig pre = phase_config(base, "pretrain", args.overrides);
   const kt::TrainConfig fine = phase_config(base, "finetune", args.overrides);
   const size_t seq = batcher_options(base, 1, false, 0).seq_len;
   kt::Bert model(kt::cpu_backend(), bert, base.storage_dtype(),
                  static_cast<int>(pre.batch.micro_batch_size), static_cast<int>(seq), seed);
-  std::printf("train_bert: BERT %s (L%d/H%d/A%d), %zu parameters, %s, %zu train / %zu test mails\n",
-              base.kolo.get_string("model", "tiny").c_str(), bert.layers, bert.hidden, bert.heads,
-              model.num_params(), kolo::dtype_name(model.dtype()), corpus.train.size(),
-              corpus.test.size());
-  if (!args.load.empty()) model.load(args.load, false);
+  std::printf("train_bert: BERT L%d/H%d/A%d, %zu parameters, %s, %zu train / %zu test mails\n",
+              bert.layers, bert.hidden, bert.heads, model.num_params(),
+              kolo::dtype_name(model.dtype()), corpus.train.size(), corpus.test.size());
+  if (!args.load.empty()) load_weights(model, args.load);
   if (!args.save_dir.empty()) std::filesystem::create_directories(args.save_dir);
 
   if (args.phase == "both" || args.phase == "pretrain") {

@@ -45,6 +45,7 @@ double evaluate(kt::Mlp& model, const kt::MnistSplit& split, size_t batch) {
 
 int run(const Args& args) {
   kt::TrainConfig config = kt::load_train_config(args.config, args.overrides);
+  kt::print_config_warnings(config.kolo.warn_unknown({"model", "epochs", "seed", "max_shift"}));
   if (args.threads > 0) kt::set_num_threads(args.threads);
   const std::filesystem::path data_dir =
       args.data_dir.empty() ? kt::default_data_dir() : std::filesystem::path(args.data_dir);

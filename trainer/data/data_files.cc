@@ -20,7 +20,7 @@ void require_data_file(const std::filesystem::path& path, const std::string& wha
   if (std::filesystem::exists(path, ec)) return;
   KOLO_THROW(ErrorCode::kIo, what, " not found at ", path.string(),
              ": run `bash scripts/fetch_data.sh` (it downloads the data sets into data/;"
-             " set KOLO_DATA_DIR or the data-dir option if they live elsewhere)");
+             " set KOLO_DATA_DIR or pass --data DIR if they live elsewhere)");
 }
 
 std::string read_data_file(const std::filesystem::path& path, const std::string& what) {
