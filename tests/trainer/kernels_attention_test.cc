@@ -73,6 +73,15 @@ AttnRun run_forward(const Tensor& qkv, const AttnCase& c, DType dt) {
   return {out.values(), probs.values()};
 }
 
+// B sequences of S tokens, sequence b real for its first lengths[b] tokens.
+std::vector<int32_t> padded(int B, int S, const std::vector<int>& lengths) {
+  std::vector<int32_t> mask(static_cast<size_t>(B) * S, 0);
+  for (int b = 0; b < B; ++b) {
+    for (int s = 0; s < lengths[b]; ++s) mask[b * S + s] = 1;
+  }
+  return mask;
+}
+
 std::vector<AttnCase> cases() {
   return {
       {2, 5, 6, 2, 0.0f, {}},
@@ -80,6 +89,10 @@ std::vector<AttnCase> cases() {
       {3, 5, 6, 2, 0.0f, {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}},
       {3, 5, 6, 2, 0.25f, {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0}},
       {1, 3, 7, 1, 0.0f, {}},
+      // Padding inside the sequence as well as at its end.
+      {2, 5, 6, 3, 0.2f, {1, 0, 1, 1, 0, 0, 1, 1, 0, 1}},
+      {2, 37, 16, 2, 0.1f, std::vector<int32_t>(74, 1)},
+      {2, 37, 16, 2, 0.1f, padded(2, 37, {30, 9})},
       {2, 37, 16, 2, 0.1f, {}},
   };
 }

@@ -1,6 +1,7 @@
 // Multi-head self-attention on the fused qkv layout [B*S, 3C]: per (batch, head) strided
 // sgemm calls read q, k and v in place (lda = 3C) and write the head's slice of out (ldc = C),
-// so no permute copies exist. Scale, padding mask, softmax and dropout are one pass per row.
+// so no permute copies exist. Scale, padding mask, softmax and dropout are one pass per row;
+// trailing padding keys are skipped by every product.
 // probs saves the softmax BEFORE dropout: the backward regenerates the mask from (seed,
 // offset) and needs the undropped probabilities for the softmax gradient anyway.
 #include <cmath>
@@ -85,27 +86,47 @@ struct Dropout {
   bool on() const { return p > 0.0f; }
 };
 
+// Keys at and after the last real token have probability 0 (trailing padding), so every
+// product below runs over the first `keys` keys only; the columns past it are zeros.
+int live_keys(const int32_t* mask, int S) {
+  if (mask == nullptr) return S;
+  int keys = S;
+  while (keys > 0 && mask[keys - 1] == 0) --keys;
+  return keys;
+}
+
+// rows x cols block with leading dimension ld set to zero.
+void zero_block(float* p, size_t rows, size_t cols, size_t ld) {
+  for (size_t r = 0; r < rows; ++r) std::memset(p + r * ld, 0, cols * sizeof(float));
+}
+
 // One (batch, head): scores, softmax and dropout in P / Pd, then out_h = Pd . v_h.
 void head_forward(float* out_h, float* P, float* Pd, float* u, const float* qkv_b,
-                  const float* bias, const AttnShape& sh, int h, uint64_t first,
+                  const float* bias, const AttnShape& sh, int h, int keys, uint64_t first,
                   const Dropout& drop) {
-  const size_t S = sh.S;
+  const size_t S = sh.S, L = keys;
+  if (keys == 0) {  // every key is padding: zero probabilities, zero output
+    std::memset(P, 0, sh.square() * sizeof(float));
+    zero_block(out_h, S, sh.hd, sh.C);
+    return;
+  }
   const float* q = qkv_b + h * sh.hd;
   const float* k = q + sh.C;
   const float* v = k + sh.C;
   const int ld = static_cast<int>(sh.row3());
-  sgemm(false, true, sh.S, sh.S, sh.hd, 1.0f / std::sqrt(static_cast<float>(sh.hd)), q, ld, k, ld,
+  sgemm(false, true, sh.S, keys, sh.hd, 1.0f / std::sqrt(static_cast<float>(sh.hd)), q, ld, k, ld,
         0.0f, P, sh.S);
   const __m256 p = _mm256_set1_ps(drop.p);
   const __m256 scale = _mm256_set1_ps(1.0f / (1.0f - drop.p));
   for (size_t i = 0; i < S; ++i) {
-    softmax_row(P + i * S, bias, S);
+    softmax_row(P + i * S, bias, L);
+    std::memset(P + i * S + L, 0, (S - L) * sizeof(float));
     if (drop.on()) {
-      fill_uniforms(drop.seed, drop.offset + first + i * S, u, S);
-      dropout_row(Pd + i * S, P + i * S, u, S, p, scale);
+      fill_uniforms(drop.seed, drop.offset + first + i * S, u, L);
+      dropout_row(Pd + i * S, P + i * S, u, L, p, scale);
     }
   }
-  sgemm(false, false, sh.S, sh.hd, sh.S, 1.0f, drop.on() ? Pd : P, sh.S, v, ld, 0.0f, out_h, sh.C);
+  sgemm(false, false, sh.S, sh.hd, keys, 1.0f, drop.on() ? Pd : P, sh.S, v, ld, 0.0f, out_h, sh.C);
 }
 
 template <typename St>
@@ -121,23 +142,51 @@ void attention_forward_kernel(void* out, void* probs, const void* qkv, const int
     float* out_b =
         kF32 ? static_cast<float*>(out) + b * sh.batch_out() : scratch(Slot::kB, sh.batch_out());
     if (mask != nullptr) key_bias(bias, mask + b * S, sh.S);
+    const int keys = live_keys(mask == nullptr ? nullptr : mask + b * S, sh.S);
     for (int h = 0; h < sh.NH; ++h) {
       const size_t first = (static_cast<size_t>(b) * sh.NH + h) * sh.square();
       float* P = kF32 ? static_cast<float*>(probs) + first : scratch(Slot::kD, sh.square());
-      head_forward(out_b + h * sh.hd, P, Pd, u, qkv_b, bias, sh, h, first, drop);
+      head_forward(out_b + h * sh.hd, P, Pd, u, qkv_b, bias, sh, h, keys, first, drop);
       if constexpr (!kF32) from_f32<St>(as<St>(probs) + first, P, sh.square());
     }
     if constexpr (!kF32) from_f32<St>(as<St>(out) + b * sh.batch_out(), out_b, sh.batch_out());
   }
 }
 
+// dS = P (dP - rowsum(P dP)) in place over the first L columns of each row, after applying
+// the forward's dropout to dP (and rebuilding Pd = dropout(P) for the dv product).
+void softmax_backward_rows(const float* P, float* Pd, float* dP, float* u, size_t S, size_t L,
+                           uint64_t first, const Dropout& drop) {
+  const __m256 p = _mm256_set1_ps(drop.p);
+  const __m256 scale = _mm256_set1_ps(1.0f / (1.0f - drop.p));
+  for (size_t i = 0; i < S; ++i) {
+    const float* pr = P + i * S;
+    float* dr = dP + i * S;
+    if (drop.on()) {
+      fill_uniforms(drop.seed, drop.offset + first + i * S, u, L);
+      dropout_row(Pd + i * S, pr, u, L, p, scale);
+      dropout_row(dr, dr, u, L, p, scale);
+    }
+    __m256 dot = _mm256_setzero_ps();
+    for (size_t j = 0; j < L; j += kLanes) {
+      dot = _mm256_fmadd_ps(load_n<F32>(pr + j, L - j), load_n<F32>(dr + j, L - j), dot);
+    }
+    const __m256 d = _mm256_set1_ps(hsum(dot));
+    for (size_t j = 0; j < L; j += kLanes) {
+      const __m256 g =
+          _mm256_mul_ps(load_n<F32>(pr + j, L - j), _mm256_sub_ps(load_n<F32>(dr + j, L - j), d));
+      store_n<F32>(dr + j, g, L - j);
+    }
+  }
+}
+
 // One (batch, head) backward. With Pd = dropout(P) and dPd = dout_h . v_h^T:
 // dv_h = Pd^T dout_h; dP = dropout(dPd); dS = P (dP - rowsum(P dP)); dq_h = scale dS k_h;
-// dk_h = scale dS^T q_h.
+// dk_h = scale dS^T q_h. Keys past `keys` have P = 0, so their dk and dv rows are zero.
 void head_backward(float* dqkv_b, const float* P, float* Pd, float* dP, float* u,
-                   const float* qkv_b, const float* dout_b, const AttnShape& sh, int h,
+                   const float* qkv_b, const float* dout_b, const AttnShape& sh, int h, int keys,
                    uint64_t first, const Dropout& drop) {
-  const size_t S = sh.S;
+  const size_t S = sh.S, L = keys;
   const int ld = static_cast<int>(sh.row3());
   const float* q = qkv_b + h * sh.hd;
   const float* k = q + sh.C;
@@ -146,37 +195,23 @@ void head_backward(float* dqkv_b, const float* P, float* Pd, float* dP, float* u
   float* dq = dqkv_b + h * sh.hd;
   float* dk = dq + sh.C;
   float* dv = dk + sh.C;
-  sgemm(false, true, sh.S, sh.S, sh.hd, 1.0f, dout_h, sh.C, v, ld, 0.0f, dP, sh.S);
-  const __m256 p = _mm256_set1_ps(drop.p);
-  const __m256 scale = _mm256_set1_ps(1.0f / (1.0f - drop.p));
-  for (size_t i = 0; i < S; ++i) {
-    const float* pr = P + i * S;
-    float* dr = dP + i * S;
-    if (drop.on()) {
-      fill_uniforms(drop.seed, drop.offset + first + i * S, u, S);
-      dropout_row(Pd + i * S, pr, u, S, p, scale);
-      dropout_row(dr, dr, u, S, p, scale);
-    }
-    __m256 dot = _mm256_setzero_ps();
-    for (size_t j = 0; j < S; j += kLanes) {
-      dot = _mm256_fmadd_ps(load_n<F32>(pr + j, S - j), load_n<F32>(dr + j, S - j), dot);
-    }
-    const __m256 d = _mm256_set1_ps(hsum(dot));
-    for (size_t j = 0; j < S; j += kLanes) {
-      const __m256 g =
-          _mm256_mul_ps(load_n<F32>(pr + j, S - j), _mm256_sub_ps(load_n<F32>(dr + j, S - j), d));
-      store_n<F32>(dr + j, g, S - j);
-    }
+  zero_block(dk + L * ld, S - L, sh.hd, ld);
+  zero_block(dv + L * ld, S - L, sh.hd, ld);
+  if (keys == 0) {
+    zero_block(dq, S, sh.hd, ld);
+    return;
   }
-  sgemm(true, false, sh.S, sh.hd, sh.S, 1.0f, drop.on() ? Pd : P, sh.S, dout_h, sh.C, 0.0f, dv, ld);
+  sgemm(false, true, sh.S, keys, sh.hd, 1.0f, dout_h, sh.C, v, ld, 0.0f, dP, sh.S);
+  softmax_backward_rows(P, Pd, dP, u, S, L, first, drop);
+  sgemm(true, false, keys, sh.hd, sh.S, 1.0f, drop.on() ? Pd : P, sh.S, dout_h, sh.C, 0.0f, dv, ld);
   const float s = 1.0f / std::sqrt(static_cast<float>(sh.hd));
-  sgemm(false, false, sh.S, sh.hd, sh.S, s, dP, sh.S, k, ld, 0.0f, dq, ld);
-  sgemm(true, false, sh.S, sh.hd, sh.S, s, dP, sh.S, q, ld, 0.0f, dk, ld);
+  sgemm(false, false, sh.S, sh.hd, keys, s, dP, sh.S, k, ld, 0.0f, dq, ld);
+  sgemm(true, false, keys, sh.hd, sh.S, s, dP, sh.S, q, ld, 0.0f, dk, ld);
 }
 
 template <typename St>
 void attention_backward_kernel(void* dqkv, const void* dout, const void* qkv, const void* probs,
-                               const AttnShape& sh, const Dropout& drop) {
+                               const int32_t* mask, const AttnShape& sh, const Dropout& drop) {
   constexpr bool kF32 = St::kDType == DType::kFloat32;
   float* Pd = drop.on() ? scratch(Slot::kE, sh.square()) : nullptr;
   float* dP = scratch(Slot::kG, sh.square());
@@ -186,10 +221,11 @@ void attention_backward_kernel(void* dqkv, const void* dout, const void* qkv, co
     const float* dout_b = to_f32<St>(Slot::kB, as<St>(dout) + b * sh.batch_out(), sh.batch_out());
     float* dqkv_b =
         kF32 ? static_cast<float*>(dqkv) + b * sh.batch_qkv() : scratch(Slot::kC, sh.batch_qkv());
+    const int keys = live_keys(mask == nullptr ? nullptr : mask + b * sh.S, sh.S);
     for (int h = 0; h < sh.NH; ++h) {
       const size_t first = (static_cast<size_t>(b) * sh.NH + h) * sh.square();
       const float* P = to_f32<St>(Slot::kD, as<St>(probs) + first, sh.square());
-      head_backward(dqkv_b, P, Pd, dP, u, qkv_b, dout_b, sh, h, first, drop);
+      head_backward(dqkv_b, P, Pd, dP, u, qkv_b, dout_b, sh, h, keys, first, drop);
     }
     if constexpr (!kF32) from_f32<St>(as<St>(dqkv) + b * sh.batch_qkv(), dqkv_b, sh.batch_qkv());
   }
@@ -210,13 +246,14 @@ void CpuBackend::attention_forward(void* out, void* probs, const void* qkv, cons
 }
 
 void CpuBackend::attention_backward(void* dqkv, const void* dout, const void* qkv,
-                                    const void* probs, const int32_t* /*mask*/, int B, int S, int C,
+                                    const void* probs, const int32_t* mask, int B, int S, int C,
                                     int NH, float dropout_p, uint64_t seed, uint64_t offset,
                                     DType dt) {
-  // The mask is already in probs (masked keys have probability 0, so their gradient is 0).
+  // The mask only tells where trailing padding starts: probs already hold its zeros.
   const AttnShape sh = check_attention("attention_backward", B, S, C, NH, dropout_p);
   dispatch(dt, "attention_backward", [&](auto s) {
-    attention_backward_kernel<decltype(s)>(dqkv, dout, qkv, probs, sh, {dropout_p, seed, offset});
+    attention_backward_kernel<decltype(s)>(dqkv, dout, qkv, probs, mask, sh,
+                                           {dropout_p, seed, offset});
   });
 }
 
