@@ -70,11 +70,14 @@ double time_kolo(const Options& o, kolo::DType dtype) {
 
 // tokens/s that the PyTorch run printed ("... <N> tokens/s ..."), or 0 when it failed.
 double run_torch(const Options& o) {
-  const std::string command = o.python + " " + o.torch_script + " --bench --preset " + o.preset +
-                              " --batch " + std::to_string(o.batch) + " --seq " +
-                              std::to_string(o.seq) + " --steps " + std::to_string(o.steps) +
-                              " --threads " + std::to_string(o.threads) + " --dropout " +
-                              std::to_string(o.dropout) + " 2>&1";
+  // torch.set_num_threads does not reach the OpenBLAS that torch's GEMMs call here: the
+  // child's BLAS threads are set through the environment, as kolo's are.
+  const std::string threads = std::to_string(o.threads);
+  const std::string command =
+      "OPENBLAS_NUM_THREADS=" + threads + " OMP_NUM_THREADS=" + threads + " " + o.python + " " +
+      o.torch_script + " --bench --preset " + o.preset + " --batch " + std::to_string(o.batch) +
+      " --seq " + std::to_string(o.seq) + " --steps " + std::to_string(o.steps) + " --threads " +
+      threads + " --dropout " + std::to_string(o.dropout) + " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
   if (!pipe) return 0;
   double rate = 0;
