@@ -35,7 +35,7 @@ class KoloRunner : public Runner {
       case Collective::kReduceScatter:
         return comm_.reduce_scatter(b.send(), b.recv(), c.block, c.dtype, c.op, options_);
       case Collective::kAllgather:
-        return comm_.allgather(b.send(), b.recv(), c.block, c.dtype, options_);
+        return comm_.allgather(send_buffer(c, b), b.recv(), c.block, c.dtype, options_);
       case Collective::kBroadcast: return comm_.broadcast(b.recv(), c.count, c.dtype, 0, options_);
       case Collective::kAlltoall:
         return comm_.alltoall(b.send(), b.recv(), c.block, c.dtype, options_);
@@ -85,6 +85,7 @@ std::vector<BenchCase> plan_cases(const Communicator& comm, const Options& o) {
   for (size_t bytes : size_steps(o)) {
     auto c = make_case(o.coll, o.dtype, o.op, comm.size(), comm.rank(), bytes);
     if (!c || (!cases.empty() && cases.back().bytes == c->bytes)) continue;
+    c->in_place = o.in_place;
     try {
       comm.choose_algorithm(collective_name(o.coll), c->bytes, CollectiveOptions{o.algorithm});
     } catch (const Error& e) {
@@ -135,7 +136,7 @@ int run_benchmark(const Options& o) {
     throw UsageError(e.exit_code(), "");
   }
   KoloRunner kolo(*comm, o.algorithm);
-  Buffers buffers(cases.back().bytes);
+  Buffers buffers(cases.back().bytes, o.shared_buffers);
   if (report) report->print_header();
   int64_t wrong = 0;
   for (const BenchCase& c : cases) {

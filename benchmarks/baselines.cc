@@ -83,9 +83,9 @@ class MpiBaseline : public Runner {
     const int block = static_cast<int>(c.block * dtype_size(c.dtype));
     switch (c.coll) {
       case Collective::kAllgather:
-        return check_mpi(
-            MPI_Allgather(b.send(), block, MPI_BYTE, b.recv(), block, MPI_BYTE, MPI_COMM_WORLD),
-            "MPI_Allgather");
+        return check_mpi(MPI_Allgather(c.in_place ? MPI_IN_PLACE : b.send(), block, MPI_BYTE,
+                                       b.recv(), block, MPI_BYTE, MPI_COMM_WORLD),
+                         "MPI_Allgather");
       case Collective::kBroadcast:
         return check_mpi(
             MPI_Bcast(b.recv(), static_cast<int>(c.bytes), MPI_BYTE, 0, MPI_COMM_WORLD),

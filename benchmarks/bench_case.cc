@@ -11,6 +11,8 @@
 
 #include "comm/reduce/reduce.h"
 
+#include "comm/transport/shm/shared_buffer.h"
+
 namespace kolo::bench {
 namespace {
 
@@ -204,14 +206,24 @@ std::optional<BenchCase> make_case(Collective coll, DType dtype, ReduceOp op, in
 }
 
 void Buffers::Free::operator()(void* p) const {
-  std::free(p);
+  if (shared)
+    free_shared(p);
+  else
+    std::free(p);
 }
 
-Buffers::Buffers(size_t bytes) {
+Buffers::Buffers(size_t bytes, bool shared)
+    : send_(nullptr, Free{shared}), recv_(nullptr, Free{shared}) {
   const size_t page = 4096, rounded = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
-  send_.reset(std::aligned_alloc(page, rounded));
-  recv_.reset(std::aligned_alloc(page, rounded));
+  send_.reset(shared ? alloc_shared(rounded) : std::aligned_alloc(page, rounded));
+  recv_.reset(shared ? alloc_shared(rounded) : std::aligned_alloc(page, rounded));
   if (!send_ || !recv_) throw std::bad_alloc();
+}
+
+void* send_buffer(const BenchCase& c, Buffers& buffers) {
+  if (!c.in_place) return buffers.send();
+  return static_cast<char*>(buffers.recv()) +
+         static_cast<size_t>(c.rank) * c.block * dtype_size(c.dtype);
 }
 
 void fill_inputs(const BenchCase& c, Buffers& buffers) {
@@ -226,9 +238,9 @@ void fill_inputs(const BenchCase& c, Buffers& buffers) {
       return;
     }
     const size_t send = c.coll == Collective::kAllgather ? c.block : c.count;
-    write_pattern(static_cast<T*>(buffers.send()), send, pattern, c.rank);
     const size_t recv = c.coll == Collective::kReduceScatter ? c.block : c.count;
     std::memset(buffers.recv(), 0, recv * sizeof(T));
+    write_pattern(static_cast<T*>(send_buffer(c, buffers)), send, pattern, c.rank);
   });
 }
 

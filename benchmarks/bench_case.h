@@ -36,6 +36,9 @@ struct BenchCase {
   // Elements per rank block: the reduce_scatter result, the allgather contribution, one
   // alltoall peer's share. Equal to count for allreduce and broadcast.
   size_t block = 0;
+  // allgather only (--inplace 1): each rank's block already sits at its place in recv, as with
+  // MPI_IN_PLACE, so no rank copies its own block.
+  bool in_place = false;
 };
 
 // The case for `bytes` rounded down to whole elements (and whole blocks per rank); nullopt when
@@ -43,10 +46,11 @@ struct BenchCase {
 std::optional<BenchCase> make_case(Collective coll, DType dtype, ReduceOp op, int nranks, int rank,
                                    size_t bytes);
 
-// A send and a receive buffer of `bytes` each, page aligned; broadcast works in recv().
+// A send and a receive buffer of `bytes` each, page aligned; broadcast works in recv(). With
+// `shared` they come from kolo::alloc_shared (--alloc shared), which peers on the host map.
 class Buffers {
  public:
-  explicit Buffers(size_t bytes);
+  Buffers(size_t bytes, bool shared);
   void* send() { return send_.get(); }
   void* recv() { return recv_.get(); }
   const void* send() const { return send_.get(); }
@@ -54,10 +58,15 @@ class Buffers {
 
  private:
   struct Free {
+    bool shared = false;
     void operator()(void* p) const;
   };
   std::unique_ptr<void, Free> send_, recv_;
 };
+
+// What the collective reads from: send(), or for an in-place allgather this rank's block of
+// recv().
+void* send_buffer(const BenchCase& c, Buffers& buffers);
 
 // Writes every rank's input pattern and clears the output (zero is never a valid result), so a
 // collective that writes nothing is caught.

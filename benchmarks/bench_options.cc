@@ -55,7 +55,7 @@ std::vector<std::string> parse_compare(const std::vector<std::string>& items) {
 struct RawFlags {
   std::string min_bytes = "8", max_bytes = "256M", step_factor = "2", iters = "20", warmup = "5";
   std::string check = "1", dtype = "float32", op = "sum", coll = "allreduce", algo = "auto";
-  std::string transport = "auto", csv, json;
+  std::string transport = "auto", csv, json, inplace = "0", alloc = "malloc";
   std::vector<std::string> compare;
 };
 
@@ -77,6 +77,8 @@ void add_flags(CLI::App& app, RawFlags& raw) {
   app.add_option("--compare", raw.compare, "baselines in the same run: mpi,gloo")
       ->type_name("LIST")
       ->delimiter(',');
+  flag("--inplace", raw.inplace, "0|1", "1: allgather in place (MPI_IN_PLACE for MPI)");
+  flag("--alloc", raw.alloc, "KIND", "malloc, or shared: kolo::alloc_shared buffers");
   flag("--csv", raw.csv, "FILE", "also write every row to FILE as CSV");
   flag("--json", raw.json, "FILE", "also write the run and every row to FILE as JSON");
 }
@@ -101,6 +103,12 @@ Options convert(const RawFlags& raw) {
   if (!coll) bad_flag("--coll", raw.coll, std::string("one of ") + kCollectiveNames);
   o.coll = *coll;
   o.compare = parse_compare(raw.compare);
+  o.in_place = parse_int(raw.inplace, "--inplace", 0, 1) == 1;
+  if (o.in_place && o.coll != Collective::kAllgather)
+    bad_flag("--inplace", raw.inplace, "0 unless --coll allgather");
+  if (raw.alloc != "malloc" && raw.alloc != "shared")
+    bad_flag("--alloc", raw.alloc, "malloc or shared");
+  o.shared_buffers = raw.alloc == "shared";
   o.csv_path = raw.csv;
   o.json_path = raw.json;
   return o;

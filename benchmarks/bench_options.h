@@ -36,6 +36,8 @@ struct Options {
   Algorithm algorithm = Algorithm::kAuto;
   TransportKind transport = TransportKind::kAuto;
   std::vector<std::string> compare;  // "mpi", "gloo", in the order given
+  bool in_place = false;             // --inplace 1: allgather with MPI_IN_PLACE semantics
+  bool shared_buffers = false;       // --alloc shared: buffers from kolo::alloc_shared
   std::string csv_path, json_path;
 };
 

@@ -110,6 +110,7 @@ class GlooBaseline : public Runner {
   const char* name() const override { return "gloo"; }
 
   std::string unsupported(const BenchCase& c) const override {
+    if (c.in_place) return "not measured in place";
     if (!reduces(c.coll)) return "";
     if (c.dtype == DType::kBFloat16) return "Gloo has no bfloat16 type";
     if (c.op == ReduceOp::kAverage) return "Gloo has no avg op";

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "comm/base/dtype.h"
+#include "comm/transport/shm/shared_buffer.h"  // kolo::alloc_shared / free_shared
 
 namespace kolo {
 

@@ -21,6 +21,11 @@ for rep in $(seq 1 "$reps"); do
   mpi 2 $bw -b 32M -e 32M -n 5 -w 2 -d float16 --compare gloo --json "$out/p2_fp16_16M.$rep.json"
   mpi 2 $bw -b 64M -e 64M -n 5 -w 2 --coll reduce_scatter --compare mpi --json "$out/p2_rs_64M.$rep.json"
   mpi 2 $bw -b 64M -e 64M -n 5 -w 2 --coll allgather --compare mpi --json "$out/p2_ag_64M.$rep.json"
+  # The same on kolo::alloc_shared buffers (peers map them), allgather also in place.
+  mpi 2 $bw -b 64M -e 64M -n 5 -w 2 --coll reduce_scatter --alloc shared --compare mpi \
+    --json "$out/p2_rs_shared_64M.$rep.json"
+  mpi 2 $bw -b 64M -e 64M -n 5 -w 2 --coll allgather --alloc shared --inplace 1 --compare mpi \
+    --json "$out/p2_ag_shared_inplace_64M.$rep.json"
   mpirun --oversubscribe $lo -np 2 --mca btl tcp,self $bw -b 64M -e 64M -n 5 -w 2 --transport tcp \
     --compare mpi --json "$out/p2_tcp_64M.$rep.json" >/dev/null
   mpi 4 $bw -b 32M -e 32M -n 5 -w 2 --compare mpi,gloo --json "$out/p4_32M.$rep.json"

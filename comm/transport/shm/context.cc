@@ -66,6 +66,8 @@ ShmContext::ShmContext(const ContextOptions& options)
 ShmContext::~ShmContext() {
   for (auto& m : segments_)
     if (m.base != nullptr) ::munmap(m.base, m.bytes);
+  for (auto& [key, m] : peer_regions_)
+    if (m.base != nullptr && m.base != MAP_FAILED) ::munmap(m.base, m.bytes);
 }
 
 SegmentHeader* ShmContext::header(int rank) const {
@@ -217,6 +219,7 @@ bool ShmContext::same_process(int peer) const {
 void ShmContext::publish(int index, const void* address) {
   KOLO_ASSERT(index >= 0 && index < kMaxPublished);
   header(rank_)->published[index] = reinterpret_cast<uint64_t>(address);
+  header(rank_)->published_regions[index] = find_shared_region(address);
 }
 
 const char* ShmContext::peer_address(int peer, int index) const {
@@ -313,6 +316,10 @@ void ShmContext::copy_from_peer(int peer, const void* remote, void* local, size_
     std::memcpy(local, remote, bytes);
     return;
   }
+  if (const char* mapped = mapped_peer_range(peer, remote, bytes)) {
+    std::memcpy(local, mapped, bytes);
+    return;
+  }
   auto* to = static_cast<char*>(local);
   auto* from = static_cast<const char*>(remote);
   while (bytes > 0) {
@@ -326,6 +333,28 @@ void ShmContext::copy_from_peer(int peer, const void* remote, void* local, size_
     from += n;
     bytes -= static_cast<size_t>(n);
   }
+}
+
+const char* ShmContext::mapped_peer_range(int peer, const void* remote, size_t bytes) {
+  const auto at = reinterpret_cast<uint64_t>(remote);
+  for (const SharedRegion& region : header(peer)->published_regions) {
+    if (region.id == 0 || at < region.base || at + bytes > region.base + region.bytes) continue;
+    Mapping& m = peer_regions_[{peer, region.id}];
+    if (m.base == nullptr) {
+      // Opening another process's fd needs the same permission as process_vm_readv; when it
+      // is refused the read falls back to CMA (a null mapping is remembered as MAP_FAILED).
+      const std::string path =
+          "/proc/" + std::to_string(header(peer)->pid) + "/fd/" + std::to_string(region.fd);
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+      void* p = fd < 0 ? MAP_FAILED : ::mmap(nullptr, region.bytes, PROT_READ, MAP_SHARED, fd, 0);
+      if (fd >= 0) ::close(fd);
+      m.base = p;
+      m.bytes = p == MAP_FAILED ? 0 : region.bytes;
+    }
+    if (m.base == MAP_FAILED) return nullptr;
+    return static_cast<const char*>(m.base) + (at - region.base);
+  }
+  return nullptr;
 }
 
 void ShmContext::do_abort() noexcept {

@@ -2,6 +2,7 @@
 // Segment layout per rank: SegmentHeader, then one RingHeader + data ring per peer (pair.h).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,10 +60,15 @@ class ShmContext : public Context {
   void wait_for_peers(uint64_t generation);
   void copy_from_peer(int peer, const void* remote, void* local, size_t bytes);
   void probe_cross_process_reads(const ContextOptions& options);
+  // The peer's alloc_shared region holding [remote, remote + bytes) mapped here, or null.
+  const char* mapped_peer_range(int peer, const void* remote, size_t bytes);
 
   size_t capacity_;
   size_t segment_bytes_;
   std::vector<Mapping> segments_;  // by rank; ours included
+  // Peers' alloc_shared regions mapped into this process, by (peer, region id); kept until the
+  // context closes (a freed region's pages stay mapped, never reused under a new id).
+  std::map<std::pair<int, uint64_t>, Mapping> peer_regions_;
   std::vector<std::unique_ptr<Pair>> pairs_;
   bool can_read_peers_ = false;
   bool oversubscribed_ = false;  // more ranks than cores on this host: never spin

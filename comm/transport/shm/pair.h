@@ -13,6 +13,7 @@
 #include <deque>
 
 #include "comm/transport/context.h"
+#include "comm/transport/shm/shared_buffer.h"
 
 namespace kolo::transport::shm {
 
@@ -32,6 +33,9 @@ struct alignas(64) SegmentHeader {
   // that peers read with process_vm_readv once they have seen the matching generation.
   alignas(64) std::atomic<uint64_t> generation;
   uint64_t published[kMaxPublished];
+  // For each published address that lies in an alloc_shared region: that region, so a peer can
+  // map it once and read it with plain loads (id 0: an ordinary buffer, read with CMA).
+  SharedRegion published_regions[kMaxPublished];
   uint64_t cma_probe;  // a known value peers read to test whether cross-process reads work
   alignas(64) char small_slots[2][kSmallSlotBytes];
 };
