@@ -109,3 +109,21 @@ TEST(Communicator, EnvironmentSelectsTransportAndRejectsBadValues) {
 
 }  // namespace
 }  // namespace kolo::testing
+
+TEST(SharedBuffers, AreZeroedRegisteredAndFreedOnce) {
+  auto* p = static_cast<unsigned char*>(kolo::alloc_shared(10000));
+  ASSERT_NE(p, nullptr);
+  for (size_t i = 0; i < 10000; ++i) ASSERT_EQ(p[i], 0);
+  const auto region = kolo::transport::shm::find_shared_region(p + 9999);
+  EXPECT_NE(region.id, 0u);
+  EXPECT_EQ(region.base, reinterpret_cast<uint64_t>(p));
+  EXPECT_GE(region.bytes, 10000u);
+  int local = 0;
+  EXPECT_EQ(kolo::transport::shm::find_shared_region(&local).id, 0u);
+  kolo::free_shared(p);
+  EXPECT_EQ(kolo::transport::shm::find_shared_region(p).id, 0u);
+  const std::string message = kolo::testing::error_of([&] { kolo::free_shared(&local); },
+                                                      kolo::ErrorCode::kInvalidArgument);
+  EXPECT_NE(message.find("was not allocated by alloc_shared"), std::string::npos) << message;
+  kolo::free_shared(nullptr);
+}
