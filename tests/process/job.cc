@@ -13,10 +13,25 @@
 namespace kolo::testing {
 
 ForkedJob::ForkedJob(int size, TransportKind transport, double timeout_seconds)
-    : size_(size),
-      transport_(transport),
-      timeout_seconds_(timeout_seconds),
-      server_(std::make_unique<bootstrap::TcpStoreServer>("127.0.0.1", 0)) {}
+    : size_(size), transport_(transport), timeout_seconds_(timeout_seconds) {
+  // Forked before this process starts any thread; it serves until the destructor kills it.
+  int fds[2];
+  KOLO_ASSERT(::pipe(fds) == 0);
+  server_pid_ = ::fork();
+  KOLO_ASSERT(server_pid_ >= 0);
+  if (server_pid_ == 0) {
+    ::close(fds[0]);
+    bootstrap::TcpStoreServer server("127.0.0.1", 0);
+    const int port = server.port();
+    ssize_t ignored = ::write(fds[1], &port, sizeof port);
+    (void)ignored;
+    ::close(fds[1]);
+    while (true) ::pause();
+  }
+  ::close(fds[1]);
+  KOLO_ASSERT(::read(fds[0], &store_port_, sizeof store_port_) == sizeof store_port_);
+  ::close(fds[0]);
+}
 
 ForkedJob::~ForkedJob() {
   for (pid_t pid : pids_) {
@@ -24,6 +39,8 @@ ForkedJob::~ForkedJob() {
     ::waitpid(pid, nullptr, 0);
   }
   for (int fd : pipes_) ::close(fd);
+  ::kill(server_pid_, SIGKILL);
+  ::waitpid(server_pid_, nullptr, 0);
 }
 
 double ForkedJob::elapsed() const {
@@ -43,8 +60,7 @@ void ForkedJob::start(const std::function<void(Communicator&, int rank)>& body) 
       std::string report = "ok";
       try {
         auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds_ * 1000));
-        auto store =
-            std::make_shared<bootstrap::TcpStore>("127.0.0.1", server_->port(), rank, timeout);
+        auto store = std::make_shared<bootstrap::TcpStore>("127.0.0.1", store_port_, rank, timeout);
         CommunicatorOptions options;
         options.transport = transport_;
         options.timeout = timeout;
@@ -69,7 +85,7 @@ void mark_started(Communicator& comm) {
 
 void ForkedJob::wait_started(double limit_seconds) {
   auto limit = std::chrono::milliseconds(static_cast<int64_t>(limit_seconds * 1000));
-  bootstrap::TcpStore client("127.0.0.1", server_->port(), -1, limit);
+  bootstrap::TcpStore client("127.0.0.1", store_port_, -1, limit);
   for (int r = 0; r < size_; ++r) client.get("w/started/" + std::to_string(r), limit);
 }
 

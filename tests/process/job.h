@@ -44,14 +44,17 @@ class ForkedJob {
   void wait_started(double limit_seconds);
   // Collects every rank's outcome, waiting at most `limit_seconds` from start.
   std::vector<Outcome> collect(double limit_seconds);
-  int store_port() const { return server_->port(); }
+  int store_port() const { return store_port_; }
   double elapsed() const;
 
  private:
   int size_;
   TransportKind transport_;
   double timeout_seconds_;
-  std::unique_ptr<bootstrap::TcpStoreServer> server_;
+  // The store server runs in a process of its own: its thread would otherwise be inside
+  // OpenSSL (a handshake) at some fork() and leave the child a lock that is never released.
+  pid_t server_pid_ = -1;
+  int store_port_ = 0;
   std::map<int, std::map<std::string, std::string>> env_;
   std::vector<pid_t> pids_;
   std::vector<int> pipes_;
