@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "comm/base/error.h"
-#include "comm/reduce/reduce.h"
+#include "fusion/pack.h"
 
 namespace kolo::trainer {
 
@@ -22,32 +22,12 @@ void check_storage(DType dtype) {
 
 void convert_to_float(float* dst, const void* src, DType dtype, size_t n, float multiplier) {
   check_storage(dtype);
-  if (dtype == DType::kFloat32) {
-    const float* s = static_cast<const float*>(src);
-    for (size_t i = 0; i < n; ++i) dst[i] = s[i] * multiplier;
-    return;
-  }
-  const uint16_t* s = static_cast<const uint16_t*>(src);
-  if (dtype == DType::kFloat16) {
-    for (size_t i = 0; i < n; ++i) dst[i] = reduce::half_to_float(s[i]) * multiplier;
-  } else {
-    for (size_t i = 0; i < n; ++i) dst[i] = reduce::bfloat16_to_float(s[i]) * multiplier;
-  }
+  fusion::unpack(dst, DType::kFloat32, src, dtype, n, multiplier);
 }
 
 void convert_from_float(void* dst, DType dtype, const float* src, size_t n) {
   check_storage(dtype);
-  if (dtype == DType::kFloat32) {
-    float* d = static_cast<float*>(dst);
-    for (size_t i = 0; i < n; ++i) d[i] = src[i];
-    return;
-  }
-  uint16_t* d = static_cast<uint16_t*>(dst);
-  if (dtype == DType::kFloat16) {
-    for (size_t i = 0; i < n; ++i) d[i] = reduce::float_to_half(src[i]);
-  } else {
-    for (size_t i = 0; i < n; ++i) d[i] = reduce::float_to_bfloat16(src[i]);
-  }
+  fusion::pack(dst, dtype, src, DType::kFloat32, n, 1.0);
 }
 
 bool has_inf_or_nan(const void* data, DType dtype, size_t n) {
