@@ -147,12 +147,11 @@ void Communicator::allgatherv(const void* send, size_t send_count, void* recv,
   check_buffer(send, send_count, "allgatherv", "send");
   check_buffer(recv, total, "allgatherv", "receive");
   Algorithm algorithm = begin("allgather", total * esize, options);
+  if (algorithm == Algorithm::kDirect && size_ > 1 && total > 0)
+    return collectives::shm_direct_allgatherv(*shm_, send, recv, recv_counts, dtype);
   size_t own = std::accumulate(recv_counts.begin(), recv_counts.begin() + rank_, size_t{0});
   copy_if_distinct(static_cast<char*>(recv) + own * esize, send, send_count * esize);
   if (size_ == 1 || total == 0) return;
-  if (algorithm == Algorithm::kDirect)
-    return collectives::shm_direct_allgatherv(*shm_, static_cast<char*>(recv) + own * esize, recv,
-                                              recv_counts, dtype);
   collectives::ring_allgatherv(*context_, recv, recv_counts, dtype);
 }
 

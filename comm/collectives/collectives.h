@@ -61,7 +61,8 @@ void shm_direct_allreduce(transport::shm::ShmContext& ctx, const void* send, voi
                           size_t count, DType dtype, ReduceOp op);
 void shm_direct_reduce_scatter(transport::shm::ShmContext& ctx, const void* send, void* recv,
                                size_t recv_count, DType dtype, ReduceOp op);
-// recv already holds this rank's block; the others are read from the peers' send buffers.
+// send is this rank's block (it may be recv's block `rank`: in place). Peers' blocks are read
+// from their send buffers, or streamed through the staging slots for ordinary buffers.
 void shm_direct_allgatherv(transport::shm::ShmContext& ctx, const void* send, void* recv,
                            const std::vector<size_t>& counts, DType dtype);
 void shm_direct_broadcast(transport::shm::ShmContext& ctx, void* data, size_t bytes, int root);

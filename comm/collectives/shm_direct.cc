@@ -12,8 +12,17 @@
 // into its own output, then after a second barrier copies every other block from its owner's
 // output. A last barrier keeps every buffer alive until nobody reads it any more. Each byte
 // crosses between processes once: no rings, no intermediate copies in shared memory.
+//
+// staged (allgather and broadcast of ordinary buffers): cross-process reads of private memory
+// go through the kernel (process_vm_readv), which pins every page and runs at under half of
+// memcpy speed here. Unless every block can be read with plain loads (alloc_shared buffers, or
+// ranks that are threads of one process), the blocks are streamed through the ranks' staging
+// slots instead: in each round a rank copies the next piece of its block into its slot for the
+// round's generation and arrives; once all have arrived every rank copies the peers' pieces
+// out, while they are still in cache. Slots alternate by generation as the small slots do.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "comm/collectives/collectives.h"
 #include "comm/reduce/reduce.h"
@@ -49,6 +58,34 @@ void reduce_from_peers(transport::shm::ShmContext& ctx, int index, size_t offset
       }
       reduce::combine(dst + at, a, b, len / esize, dtype, op);
       a = dst + at;
+    }
+  }
+}
+
+// Round by round through the staging slots: every rank contributes `bytes[rank]` from `src`
+// and receives every rank's block p at dst[p] (its own too, unless dst[rank] is src).
+void staged_exchange(transport::shm::ShmContext& ctx, const char* src,
+                     const std::vector<size_t>& bytes, const std::vector<char*>& dst) {
+  constexpr size_t kPiece = transport::shm::kStageSlotBytes;
+  const int n = ctx.size(), r = ctx.rank();
+  auto piece = [&](int p, size_t at) {
+    const size_t total = bytes[static_cast<size_t>(p)];
+    return at < total ? std::min(kPiece, total - at) : size_t{0};
+  };
+  const size_t rounds_bytes = *std::max_element(bytes.begin(), bytes.end());
+  for (size_t at = 0; at < rounds_bytes; at += kPiece) {
+    const uint64_t generation = ctx.generation() + 1;
+    const size_t own = piece(r, at);
+    char* slot = ctx.stage_slot(generation);
+    if (own > 0) std::memcpy(slot, src + at, own);
+    ctx.arrive(generation);
+    char* mine = dst[static_cast<size_t>(r)];
+    if (own > 0 && mine != src) std::memcpy(mine + at, slot, own);
+    ctx.wait_generation(generation);
+    for (int step = 1; step < n; ++step) {
+      const int p = (r + step) % n;
+      if (const size_t len = piece(p, at); len > 0)
+        std::memcpy(dst[static_cast<size_t>(p)] + at, ctx.stage_slot_of(p, generation), len);
     }
   }
 }
@@ -110,21 +147,37 @@ void shm_direct_allgatherv(transport::shm::ShmContext& ctx, const void* send, vo
                            const std::vector<size_t>& counts, DType dtype) {
   const int n = ctx.size();
   const size_t esize = dtype_size(dtype);
-  ctx.publish(0, send);
-  ctx.sync();
+  std::vector<size_t> bytes(static_cast<size_t>(n));
+  std::vector<char*> dst(static_cast<size_t>(n));
   size_t offset = 0;
   for (int p = 0; p < n; ++p) {
-    const size_t bytes = counts[static_cast<size_t>(p)] * esize;
-    if (p != ctx.rank())
-      ctx.read_peer(p, ctx.peer_address(p, 0), static_cast<char*>(recv) + offset, bytes);
-    offset += bytes;
+    bytes[static_cast<size_t>(p)] = counts[static_cast<size_t>(p)] * esize;
+    dst[static_cast<size_t>(p)] = static_cast<char*>(recv) + offset;
+    offset += bytes[static_cast<size_t>(p)];
   }
+  const char* in = static_cast<const char*>(send);
+  ctx.publish(0, send);
+  ctx.sync();
+  if (!ctx.plain_reads(0)) return staged_exchange(ctx, in, bytes, dst);
+  const size_t own = bytes[static_cast<size_t>(ctx.rank())];
+  if (dst[static_cast<size_t>(ctx.rank())] != in)
+    std::memcpy(dst[static_cast<size_t>(ctx.rank())], in, own);
+  for (int p = 0; p < n; ++p)
+    if (p != ctx.rank())
+      ctx.read_peer(p, ctx.peer_address(p, 0), dst[static_cast<size_t>(p)],
+                    bytes[static_cast<size_t>(p)]);
   ctx.sync();
 }
 
 void shm_direct_broadcast(transport::shm::ShmContext& ctx, void* data, size_t bytes, int root) {
   ctx.publish(0, data);
   ctx.sync();
+  if (!ctx.plain_reads(0)) {
+    std::vector<size_t> sizes(static_cast<size_t>(ctx.size()), 0);
+    sizes[static_cast<size_t>(root)] = bytes;
+    std::vector<char*> dst(static_cast<size_t>(ctx.size()), static_cast<char*>(data));
+    return staged_exchange(ctx, static_cast<const char*>(data), sizes, dst);
+  }
   if (ctx.rank() != root) ctx.read_peer(root, ctx.peer_address(root, 0), data, bytes);
   ctx.sync();
 }

@@ -216,6 +216,15 @@ bool ShmContext::same_process(int peer) const {
   return header(peer)->pid == ::getpid();
 }
 
+bool ShmContext::plain_reads(int index) const {
+  bool one_process = true, all_shared = true;
+  for (int p = 0; p < size_; ++p) {
+    one_process = one_process && header(p)->pid == header(0)->pid;
+    all_shared = all_shared && header(p)->published_regions[index].id != 0;
+  }
+  return one_process || all_shared;
+}
+
 void ShmContext::publish(int index, const void* address) {
   KOLO_ASSERT(index >= 0 && index < kMaxPublished);
   header(rank_)->published[index] = reinterpret_cast<uint64_t>(address);
@@ -228,6 +237,10 @@ const char* ShmContext::peer_address(int peer, int index) const {
 
 char* ShmContext::small_slot_of(int rank, uint64_t generation) const {
   return header(rank)->small_slots[generation % 2];
+}
+
+char* ShmContext::stage_slot_of(int rank, uint64_t generation) const {
+  return header(rank)->stage_slots[generation % 2];
 }
 
 uint64_t ShmContext::generation() const {

@@ -32,9 +32,16 @@ class ShmContext : public Context {
   // Copies `bytes` at `remote` (an address in peer's address space) to `local`.
   void read_peer(int peer, const void* remote, void* local, size_t bytes);
   bool same_process(int peer) const;
+  // True when every rank's published buffer `index` can be read with plain loads: all ranks
+  // are threads of one process, or every rank published an alloc_shared region. The same
+  // answer on every rank once they have met at the sync() after publishing.
+  bool plain_reads(int index) const;
   // This rank's small-message slot for `generation`, and a peer's (in the shared mapping).
   char* small_slot(uint64_t generation) { return small_slot_of(rank_, generation); }
   char* small_slot_of(int rank, uint64_t generation) const;
+  // The same for the staging slots (kStageSlotBytes each).
+  char* stage_slot(uint64_t generation) { return stage_slot_of(rank_, generation); }
+  char* stage_slot_of(int rank, uint64_t generation) const;
   // Announces arrival at `generation` without waiting; wait_generation() then waits for all.
   void arrive(uint64_t generation);
   void wait_generation(uint64_t generation);

@@ -19,6 +19,9 @@ namespace kolo::transport::shm {
 
 // Bytes of each rank's small-message slot (two slots, used alternately by generation).
 inline constexpr size_t kSmallSlotBytes = 64 * 1024;
+// Bytes of each rank's staging slot (two, used alternately by generation): direct collectives
+// on ordinary buffers stream pieces of this size through them (comm/collectives/shm_direct.cc).
+inline constexpr size_t kStageSlotBytes = 256 * 1024;
 // How many buffer addresses a rank can publish for one direct collective.
 inline constexpr int kMaxPublished = 4;
 
@@ -38,6 +41,7 @@ struct alignas(64) SegmentHeader {
   SharedRegion published_regions[kMaxPublished];
   uint64_t cma_probe;  // a known value peers read to test whether cross-process reads work
   alignas(64) char small_slots[2][kSmallSlotBytes];
+  alignas(64) char stage_slots[2][kStageSlotBytes];
 };
 
 // Single-producer single-consumer byte ring; head and tail count bytes ever written / read.
