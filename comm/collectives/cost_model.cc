@@ -43,7 +43,7 @@ double predict_allreduce_us(const CostModel& m, Algorithm algorithm, size_t byte
 }
 
 size_t low_latency_limit(int ranks) {
-  return transport::shm::kSmallSlotBytes * 2 / static_cast<size_t>(std::max(ranks, 2));
+  return ranks <= 2 ? transport::shm::kSmallSlotBytes / 2 : transport::shm::kSmallSlotBytes;
 }
 
 Algorithm choose_allreduce(TransportKind transport, bool shm_direct, size_t bytes, int ranks) {

@@ -21,8 +21,9 @@ CostModel default_cost_model(TransportKind transport);
 // Predicted microseconds of an allreduce of `bytes` over `ranks` with `algorithm`.
 double predict_allreduce_us(const CostModel& model, Algorithm algorithm, size_t bytes, int ranks);
 
-// Largest allreduce (bytes) that kAuto sends through the shm low-latency slots: every rank reads
-// all `ranks` slots, so the limit shrinks as ranks grow (64 KiB at 2 ranks, 16 KiB at 8).
+// Largest allreduce (bytes) that kAuto sends through the shm low-latency slots: 32 KiB at 2
+// ranks, where the direct path is as fast from there, and the whole slot (64 KiB) at more ranks,
+// where the direct path's two barriers and staging rounds cost more than reading every slot.
 size_t low_latency_limit(int ranks);
 
 // What kAuto picks for an allreduce. `shm_direct`: the shm transport can read peers' memory.

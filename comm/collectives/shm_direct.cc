@@ -90,6 +90,46 @@ void staged_exchange(transport::shm::ShmContext& ctx, const char* src,
   }
 }
 
+// The reduce-scatter of the staged path: rank r ends with out[0..blocks[r].count) = block r
+// of every rank's input combined, peers in the same order as reduce_from_peers. In each round
+// a rank stages the next piece of every other rank's block (n - 1 pieces share its slot) and
+// then combines the pieces staged for it with its own input.
+void staged_reduce_scatter(transport::shm::ShmContext& ctx, const char* in, char* out,
+                           const std::vector<Block>& blocks, DType dtype, ReduceOp op) {
+  const int n = ctx.size(), r = ctx.rank();
+  const size_t esize = dtype_size(dtype);
+  const size_t piece_bytes = transport::shm::kStageSlotBytes / static_cast<size_t>(n - 1) / 64 * 64;
+  const size_t piece = piece_bytes / esize;  // elements
+  auto length = [&](int q, size_t at) {
+    const size_t c = blocks[static_cast<size_t>(q)].count;
+    return at < c ? std::min(piece, c - at) : size_t{0};
+  };
+  // Where rank p puts the piece meant for rank q in its slot.
+  auto place = [&](int p, int q) { return static_cast<size_t>((q - p - 1 + n) % n) * piece_bytes; };
+  size_t most = 0;
+  for (const Block& b : blocks) most = std::max(most, b.count);
+  const char* own = in + blocks[static_cast<size_t>(r)].offset * esize;
+  for (size_t at = 0; at < most; at += piece) {
+    const uint64_t generation = ctx.generation() + 1;
+    char* slot = ctx.stage_slot(generation);
+    for (int q = 0; q < n; ++q)
+      if (const size_t len = length(q, at); q != r && len > 0)
+        std::memcpy(slot + place(r, q), in + (blocks[static_cast<size_t>(q)].offset + at) * esize,
+                    len * esize);
+    ctx.arrive(generation);
+    ctx.wait_generation(generation);
+    const size_t len = length(r, at);
+    if (len == 0) continue;
+    const char* a = own + at * esize;
+    for (int step = 1; step < n; ++step) {
+      const int p = (r + step) % n;
+      reduce::combine(out + at * esize, a, ctx.stage_slot_of(p, generation) + place(p, r), len,
+                      dtype, op);
+      a = out + at * esize;
+    }
+  }
+}
+
 }  // namespace
 
 void shm_low_latency_allreduce(transport::shm::ShmContext& ctx, const void* send, void* recv,
@@ -119,6 +159,19 @@ void shm_direct_allreduce(transport::shm::ShmContext& ctx, const void* send, voi
   ctx.sync();  // inputs ready and addresses visible
   const Block mine = even_block(count, n, r);
   const size_t offset = mine.offset * esize;
+  if (!ctx.plain_reads(0) || !ctx.plain_reads(1)) {
+    std::vector<Block> blocks;
+    std::vector<size_t> bytes;
+    std::vector<char*> dst;
+    for (int p = 0; p < n; ++p) {
+      blocks.push_back(even_block(count, n, p));
+      bytes.push_back(blocks.back().count * esize);
+      dst.push_back(out + blocks.back().offset * esize);
+    }
+    staged_reduce_scatter(ctx, in, out + offset, blocks, dtype, op);
+    if (op == ReduceOp::kAverage) reduce::finish_average(out + offset, mine.count, dtype, n);
+    return staged_exchange(ctx, out + offset, bytes, dst);
+  }
   reduce_from_peers(ctx, 0, offset, in + offset, out + offset, mine.count * esize, dtype, op);
   if (op == ReduceOp::kAverage) reduce::finish_average(out + offset, mine.count, dtype, n);
   ctx.sync();  // every block reduced by its owner
@@ -137,6 +190,14 @@ void shm_direct_reduce_scatter(transport::shm::ShmContext& ctx, const void* send
   const size_t offset = static_cast<size_t>(ctx.rank()) * bytes;
   ctx.publish(0, send);
   ctx.sync();
+  if (!ctx.plain_reads(0)) {
+    std::vector<Block> blocks;
+    for (int p = 0; p < ctx.size(); ++p) blocks.push_back({static_cast<size_t>(p) * recv_count, recv_count});
+    staged_reduce_scatter(ctx, static_cast<const char*>(send), static_cast<char*>(recv), blocks,
+                          dtype, op);
+    if (op == ReduceOp::kAverage) reduce::finish_average(recv, recv_count, dtype, ctx.size());
+    return;
+  }
   reduce_from_peers(ctx, 0, offset, static_cast<const char*>(send) + offset,
                     static_cast<char*>(recv), bytes, dtype, op);
   if (op == ReduceOp::kAverage) reduce::finish_average(recv, recv_count, dtype, ctx.size());
