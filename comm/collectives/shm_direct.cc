@@ -192,7 +192,8 @@ void shm_direct_reduce_scatter(transport::shm::ShmContext& ctx, const void* send
   ctx.sync();
   if (!ctx.plain_reads(0)) {
     std::vector<Block> blocks;
-    for (int p = 0; p < ctx.size(); ++p) blocks.push_back({static_cast<size_t>(p) * recv_count, recv_count});
+    for (int p = 0; p < ctx.size(); ++p)
+      blocks.push_back({static_cast<size_t>(p) * recv_count, recv_count});
     staged_reduce_scatter(ctx, static_cast<const char*>(send), static_cast<char*>(recv), blocks,
                           dtype, op);
     if (op == ReduceOp::kAverage) reduce::finish_average(recv, recv_count, dtype, ctx.size());
