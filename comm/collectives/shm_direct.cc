@@ -6,20 +6,21 @@
 // closing barrier is needed: a rank can only reuse a slot two generations later, after every
 // peer has arrived at the generation in between, i.e. finished reading.
 //
-// direct (larger messages): ranks publish their buffer addresses and meet at a barrier; rank r
-// then reads block r of every peer's input straight from the peer's memory (process_vm_readv,
-// or plainly when the ranks are threads of one process) in cache-sized chunks and combines it
-// into its own output, then after a second barrier copies every other block from its owner's
-// output. A last barrier keeps every buffer alive until nobody reads it any more. Each byte
-// crosses between processes once: no rings, no intermediate copies in shared memory.
+// direct (larger messages): ranks publish their buffer addresses and meet at a barrier. When
+// every published buffer can be read with plain loads (alloc_shared buffers mapped by peers,
+// or ranks that are threads of one process), rank r reads block r of every peer's input
+// straight from the peer's memory in cache-sized chunks and combines it into its own output,
+// then after a second barrier copies every other block from its owner's output. A last
+// barrier keeps every buffer alive until nobody reads it any more.
 //
-// staged (allgather and broadcast of ordinary buffers): cross-process reads of private memory
-// go through the kernel (process_vm_readv), which pins every page and runs at under half of
-// memcpy speed here. Unless every block can be read with plain loads (alloc_shared buffers, or
-// ranks that are threads of one process), the blocks are streamed through the ranks' staging
-// slots instead: in each round a rank copies the next piece of its block into its slot for the
-// round's generation and arrives; once all have arrived every rank copies the peers' pieces
-// out, while they are still in cache. Slots alternate by generation as the small slots do.
+// Otherwise (ordinary buffers in several processes) the direct collectives are staged: reading
+// another process's private memory needs the kernel (process_vm_readv), which pins every page
+// and runs at under half of memcpy speed here. The data streams through each rank's two
+// staging slots instead: in each round a rank copies the next pieces of its data into its slot
+// for the round's generation and arrives; once all have arrived every rank takes the pieces
+// meant for it (combining them, for the reduce-scatter half of an allreduce) while they are
+// still in cache. Slots alternate by generation as the small slots do. Every rank sees the
+// same answer to "plain loads?" in the segment headers, so all take the same path.
 #include <algorithm>
 #include <cstring>
 #include <vector>
