@@ -57,7 +57,7 @@ bool fits(std::string_view collective, Algorithm algorithm, bool shm, bool shm_d
 
 Algorithm Communicator::choose_algorithm(std::string_view collective, size_t bytes,
                                          const CollectiveOptions& options) const {
-  const bool shm = shm_ != nullptr, direct = shm && shm_->can_read_peers();
+  const bool shm = shm_ != nullptr, direct = shm && shm_->direct_enabled();
   Algorithm algorithm = options.algorithm;
   // KOLO_ALGORITHM is a preference: it applies where it fits, kolo chooses elsewhere.
   if (algorithm == Algorithm::kAuto && fits(collective, env_algorithm_, shm, direct, bytes))

@@ -54,7 +54,7 @@ void pairwise_alltoallv(Context& ctx, const char* send, const std::vector<size_t
                         const std::vector<size_t>& recv_offsets);
 // Shared-memory collectives (comm/collectives/shm_direct.cc), for communicators whose
 // transport is shm. low_latency needs count * dtype size <= shm::kSmallSlotBytes; the direct
-// ones need ShmContext::can_read_peers(). send may equal recv.
+// ones need ShmContext::direct_enabled(). send may equal recv.
 void shm_low_latency_allreduce(transport::shm::ShmContext& ctx, const void* send, void* recv,
                                size_t count, DType dtype, ReduceOp op);
 void shm_direct_allreduce(transport::shm::ShmContext& ctx, const void* send, void* recv,

@@ -188,15 +188,17 @@ void ShmContext::check_peers(Transfer* t) {
 }
 
 // Each rank publishes the address of a known value in its own address space; every rank
-// tries to read it from every peer. The direct collectives run only if all reads worked
-// everywhere (containers often forbid process_vm_readv) and KOLO_SHM_DIRECT allows them.
+// tries to read it from every peer. Cross-process reads count as available only if all reads
+// worked everywhere (containers often forbid process_vm_readv) and
+// KOLO_SHM_CROSS_PROCESS_READS allows them; the direct collectives run if KOLO_SHM_DIRECT
+// allows them on every rank (without cross-process reads they stage everything).
 void ShmContext::probe_cross_process_reads(const ContextOptions& options) {
   auto& store = *options.store;
   SegmentHeader* self = header(rank_);
   self->cma_probe = kMagic ^ static_cast<uint64_t>(rank_);
   self->published[0] = reinterpret_cast<uint64_t>(&self->cma_probe);
   bootstrap::store_barrier(store, "shm/probe", size_, timeout_);
-  bool ok = env::get_bool("KOLO_SHM_DIRECT", true);
+  bool ok = env::get_bool("KOLO_SHM_CROSS_PROCESS_READS", true);
   for (int p = 0; ok && p < size_; ++p) {
     if (p == rank_ || same_process(p)) continue;
     uint64_t value = 0;
@@ -205,11 +207,16 @@ void ShmContext::probe_cross_process_reads(const ContextOptions& options) {
     ok = ::process_vm_readv(header(p)->pid, &local, 1, &remote, 1, 0) == sizeof value &&
          value == (kMagic ^ static_cast<uint64_t>(p));
   }
-  auto votes =
-      bootstrap::store_allgather(store, "shm/direct", rank_, size_, ok ? "1" : "0", timeout_);
-  can_read_peers_ = std::all_of(votes.begin(), votes.end(), [](auto& v) { return v == "1"; });
+  const std::string vote{ok ? '1' : '0', env::get_bool("KOLO_SHM_DIRECT", true) ? '1' : '0'};
+  auto votes = bootstrap::store_allgather(store, "shm/direct", rank_, size_, vote, timeout_);
+  auto all = [&](size_t i) {
+    return std::all_of(votes.begin(), votes.end(), [i](auto& v) { return v.at(i) == '1'; });
+  };
+  can_read_peers_ = all(0);
+  direct_enabled_ = all(1);
   if (!can_read_peers_)
-    KOLO_LOG(kInfo, "shm: direct reads between ranks are unavailable; using the ring path");
+    KOLO_LOG(kInfo, "shm: cross-process reads are unavailable; direct collectives use staging");
+  if (!direct_enabled_) KOLO_LOG(kInfo, "shm: direct collectives are off; using the ring path");
 }
 
 bool ShmContext::same_process(int peer) const {
@@ -222,7 +229,7 @@ bool ShmContext::plain_reads(int index) const {
     one_process = one_process && header(p)->pid == header(0)->pid;
     all_shared = all_shared && header(p)->published_regions[index].id != 0;
   }
-  return one_process || all_shared;
+  return one_process || (all_shared && can_read_peers_);
 }
 
 void ShmContext::publish(int index, const void* address) {

@@ -21,6 +21,8 @@ class ShmContext : public Context {
   TransportKind kind() const override { return TransportKind::kShm; }
 
   // --- Direct access, for the shm-only collectives of comm/collectives/shm_direct.cc ---
+  // True when the direct collectives may run (KOLO_SHM_DIRECT on every rank).
+  bool direct_enabled() const { return direct_enabled_; }
   // True when every rank can read every peer's memory: all ranks are threads of one process,
   // or cross-process reads (process_vm_readv, "CMA") work between all of them.
   bool can_read_peers() const { return can_read_peers_; }
@@ -33,7 +35,8 @@ class ShmContext : public Context {
   void read_peer(int peer, const void* remote, void* local, size_t bytes);
   bool same_process(int peer) const;
   // True when every rank's published buffer `index` can be read with plain loads: all ranks
-  // are threads of one process, or every rank published an alloc_shared region. The same
+  // are threads of one process, or every rank published an alloc_shared region and
+  // cross-process reads are allowed (opening a peer's fd needs the same permission). The same
   // answer on every rank once they have met at the sync() after publishing.
   bool plain_reads(int index) const;
   // This rank's small-message slot for `generation`, and a peer's (in the shared mapping).
@@ -78,6 +81,7 @@ class ShmContext : public Context {
   std::map<std::pair<int, uint64_t>, Mapping> peer_regions_;
   std::vector<std::unique_ptr<Pair>> pairs_;
   bool can_read_peers_ = false;
+  bool direct_enabled_ = false;
   bool oversubscribed_ = false;  // more ranks than cores on this host: never spin
 };
 
