@@ -47,8 +47,9 @@ bool fits(std::string_view collective, Algorithm algorithm, bool shm, bool shm_d
     case Algorithm::kLowLatency:
       return allreduce && shm && bytes <= transport::shm::kSmallSlotBytes;
     case Algorithm::kDirect:
-      return shm_direct && (allreduce || collective == "reduce_scatter" ||
-                            collective == "allgather" || collective == "broadcast");
+      return shm_direct &&
+             (allreduce || collective == "reduce_scatter" || collective == "allgather" ||
+              collective == "broadcast" || collective == "alltoall");
     default: return false;
   }
 }
@@ -189,7 +190,7 @@ void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_c
   const size_t recv_total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
   check_buffer(send, send_total, "alltoallv", "send");
   check_buffer(recv, recv_total, "alltoallv", "receive");
-  begin("alltoall", send_total, options);
+  const Algorithm algorithm = begin("alltoall", send_total, options);
   // In place, blocks would be overwritten before they are sent: send from a copy.
   std::vector<char> copy;
   const char* source = static_cast<const char*>(send);
@@ -202,6 +203,9 @@ void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_c
     copy_if_distinct(recv, source, send_bytes[0]);
     return;
   }
+  if (algorithm == Algorithm::kDirect)
+    return collectives::shm_direct_alltoallv(*shm_, source, send_bytes, send_offsets,
+                                             static_cast<char*>(recv), recv_bytes, recv_offsets);
   collectives::pairwise_alltoallv(*context_, source, send_bytes, send_offsets,
                                   static_cast<char*>(recv), recv_bytes, recv_offsets);
 }

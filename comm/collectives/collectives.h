@@ -66,6 +66,12 @@ void shm_direct_reduce_scatter(transport::shm::ShmContext& ctx, const void* send
 void shm_direct_allgatherv(transport::shm::ShmContext& ctx, const void* send, void* recv,
                            const std::vector<size_t>& counts, DType dtype);
 void shm_direct_broadcast(transport::shm::ShmContext& ctx, void* data, size_t bytes, int root);
+// Staged through the shm slots; byte counts and offsets indexed by peer; send != recv.
+void shm_direct_alltoallv(transport::shm::ShmContext& ctx, const char* send,
+                          const std::vector<size_t>& send_bytes,
+                          const std::vector<size_t>& send_offsets, char* recv,
+                          const std::vector<size_t>& recv_bytes,
+                          const std::vector<size_t>& recv_offsets);
 
 // Dissemination barrier: ceil(log2(size)) rounds of one-byte messages.
 void dissemination_barrier(Context& ctx);

@@ -67,14 +67,14 @@ void reduce_from_peers(transport::shm::ShmContext& ctx, int index, size_t offset
 // and receives every rank's block p at dst[p] (its own too, unless dst[rank] is src).
 void staged_exchange(transport::shm::ShmContext& ctx, const char* src,
                      const std::vector<size_t>& bytes, const std::vector<char*>& dst) {
-  constexpr size_t kPiece = transport::shm::kStageSlotBytes;
+  const size_t slot_bytes = ctx.stage_bytes();
   const int n = ctx.size(), r = ctx.rank();
   auto piece = [&](int p, size_t at) {
     const size_t total = bytes[static_cast<size_t>(p)];
-    return at < total ? std::min(kPiece, total - at) : size_t{0};
+    return at < total ? std::min(slot_bytes, total - at) : size_t{0};
   };
   const size_t rounds_bytes = *std::max_element(bytes.begin(), bytes.end());
-  for (size_t at = 0; at < rounds_bytes; at += kPiece) {
+  for (size_t at = 0; at < rounds_bytes; at += slot_bytes) {
     const uint64_t generation = ctx.generation() + 1;
     const size_t own = piece(r, at);
     char* slot = ctx.stage_slot(generation);
@@ -91,44 +91,61 @@ void staged_exchange(transport::shm::ShmContext& ctx, const char* src,
   }
 }
 
+// Rounds of a staged scatter: in each, this rank copies the next piece (at byte `at`, at most
+// piece_bytes(ctx)) of its data for every other rank q, outgoing(q) of outgoing_bytes(q) bytes,
+// into its slot (n - 1 places), arrives, and once all have arrived calls
+// arrived(at, staged, piece) where staged(p) is the piece rank p left for this rank.
+size_t piece_bytes(const transport::shm::ShmContext& ctx) {
+  return ctx.stage_bytes() / static_cast<size_t>(ctx.size() - 1) / 64 * 64;
+}
+
+template <class Outgoing, class OutgoingBytes, class Arrived>
+void staged_scatter(transport::shm::ShmContext& ctx, size_t rounds_bytes, Outgoing outgoing,
+                    OutgoingBytes outgoing_bytes, Arrived arrived) {
+  const int n = ctx.size(), r = ctx.rank();
+  const size_t piece = piece_bytes(ctx);
+  KOLO_ASSERT(piece > 0);
+  // Where rank p puts the piece meant for rank q in its slot.
+  auto place = [&](int p, int q) { return static_cast<size_t>((q - p - 1 + n) % n) * piece; };
+  for (size_t at = 0; at < rounds_bytes; at += piece) {
+    const uint64_t generation = ctx.generation() + 1;
+    char* slot = ctx.stage_slot(generation);
+    for (int q = 0; q < n; ++q) {
+      const size_t total = q == r ? 0 : outgoing_bytes(q);
+      if (at < total)
+        std::memcpy(slot + place(r, q), outgoing(q) + at, std::min(piece, total - at));
+    }
+    ctx.arrive(generation);
+    ctx.wait_generation(generation);
+    arrived(
+        at, [&](int p) { return ctx.stage_slot_of(p, generation) + place(p, r); }, piece);
+  }
+}
+
 // The reduce-scatter of the staged path: rank r ends with out[0..blocks[r].count) = block r
-// of every rank's input combined, peers in the same order as reduce_from_peers. In each round
-// a rank stages the next piece of every other rank's block (n - 1 pieces share its slot) and
-// then combines the pieces staged for it with its own input.
+// of every rank's input combined (averaged for kAverage), peers in the same order as
+// reduce_from_peers.
 void staged_reduce_scatter(transport::shm::ShmContext& ctx, const char* in, char* out,
                            const std::vector<Block>& blocks, DType dtype, ReduceOp op) {
   const int n = ctx.size(), r = ctx.rank();
   const size_t esize = dtype_size(dtype);
-  const size_t piece_bytes = transport::shm::kStageSlotBytes / static_cast<size_t>(n - 1) / 64 * 64;
-  const size_t piece = piece_bytes / esize;  // elements
-  auto length = [&](int q, size_t at) {
-    const size_t c = blocks[static_cast<size_t>(q)].count;
-    return at < c ? std::min(piece, c - at) : size_t{0};
-  };
-  // Where rank p puts the piece meant for rank q in its slot.
-  auto place = [&](int p, int q) { return static_cast<size_t>((q - p - 1 + n) % n) * piece_bytes; };
+  auto block_bytes = [&](int q) { return blocks[static_cast<size_t>(q)].count * esize; };
   size_t most = 0;
-  for (const Block& b : blocks) most = std::max(most, b.count);
+  for (int q = 0; q < n; ++q) most = std::max(most, block_bytes(q));
   const char* own = in + blocks[static_cast<size_t>(r)].offset * esize;
-  for (size_t at = 0; at < most; at += piece) {
-    const uint64_t generation = ctx.generation() + 1;
-    char* slot = ctx.stage_slot(generation);
-    for (int q = 0; q < n; ++q)
-      if (const size_t len = length(q, at); q != r && len > 0)
-        std::memcpy(slot + place(r, q), in + (blocks[static_cast<size_t>(q)].offset + at) * esize,
-                    len * esize);
-    ctx.arrive(generation);
-    ctx.wait_generation(generation);
-    const size_t len = length(r, at);
-    if (len == 0) continue;
-    const char* a = own + at * esize;
-    for (int step = 1; step < n; ++step) {
-      const int p = (r + step) % n;
-      reduce::combine(out + at * esize, a, ctx.stage_slot_of(p, generation) + place(p, r), len,
-                      dtype, op);
-      a = out + at * esize;
-    }
-  }
+  staged_scatter(
+      ctx, most, [&](int q) { return in + blocks[static_cast<size_t>(q)].offset * esize; },
+      block_bytes,
+      [&](size_t at, auto staged, size_t piece) {
+        if (at >= block_bytes(r)) return;
+        const size_t count = std::min(piece, block_bytes(r) - at) / esize;
+        const char* a = own + at;
+        for (int step = 1; step < n; ++step) {
+          reduce::combine(out + at, a, staged((r + step) % n), count, dtype, op);
+          a = out + at;
+        }
+        if (op == ReduceOp::kAverage) reduce::finish_average(out + at, count, dtype, n);
+      });
 }
 
 }  // namespace
@@ -170,7 +187,6 @@ void shm_direct_allreduce(transport::shm::ShmContext& ctx, const void* send, voi
       dst.push_back(out + blocks.back().offset * esize);
     }
     staged_reduce_scatter(ctx, in, out + offset, blocks, dtype, op);
-    if (op == ReduceOp::kAverage) reduce::finish_average(out + offset, mine.count, dtype, n);
     return staged_exchange(ctx, out + offset, bytes, dst);
   }
   reduce_from_peers(ctx, 0, offset, in + offset, out + offset, mine.count * esize, dtype, op);
@@ -195,10 +211,8 @@ void shm_direct_reduce_scatter(transport::shm::ShmContext& ctx, const void* send
     std::vector<Block> blocks;
     for (int p = 0; p < ctx.size(); ++p)
       blocks.push_back({static_cast<size_t>(p) * recv_count, recv_count});
-    staged_reduce_scatter(ctx, static_cast<const char*>(send), static_cast<char*>(recv), blocks,
-                          dtype, op);
-    if (op == ReduceOp::kAverage) reduce::finish_average(recv, recv_count, dtype, ctx.size());
-    return;
+    return staged_reduce_scatter(ctx, static_cast<const char*>(send), static_cast<char*>(recv),
+                                 blocks, dtype, op);
   }
   reduce_from_peers(ctx, 0, offset, static_cast<const char*>(send) + offset,
                     static_cast<char*>(recv), bytes, dtype, op);
@@ -243,6 +257,39 @@ void shm_direct_broadcast(transport::shm::ShmContext& ctx, void* data, size_t by
   }
   if (ctx.rank() != root) ctx.read_peer(root, ctx.peer_address(root, 0), data, bytes);
   ctx.sync();
+}
+
+// Every rank stages its blocks for the others piece by piece; the rounds run to the largest
+// block any rank sends, agreed through the published values.
+void shm_direct_alltoallv(transport::shm::ShmContext& ctx, const char* send,
+                          const std::vector<size_t>& send_bytes,
+                          const std::vector<size_t>& send_offsets, char* recv,
+                          const std::vector<size_t>& recv_bytes,
+                          const std::vector<size_t>& recv_offsets) {
+  const int n = ctx.size(), r = ctx.rank();
+  const size_t self = static_cast<size_t>(r);
+  size_t most = 0;
+  for (int q = 0; q < n; ++q)
+    if (q != r) most = std::max(most, send_bytes[static_cast<size_t>(q)]);
+  ctx.publish_value(0, most);
+  ctx.sync();
+  for (int p = 0; p < n; ++p) most = std::max<size_t>(most, ctx.peer_value(p, 0));
+  // Peers may publish again once past the next barrier: with no rounds, that barrier must
+  // still come after everyone has read the values.
+  if (most == 0) ctx.sync();
+  if (send_bytes[self] > 0)
+    std::memmove(recv + recv_offsets[self], send + send_offsets[self], send_bytes[self]);
+  staged_scatter(
+      ctx, most, [&](int q) { return send + send_offsets[static_cast<size_t>(q)]; },
+      [&](int q) { return send_bytes[static_cast<size_t>(q)]; },
+      [&](size_t at, auto staged, size_t piece) {
+        for (int step = 1; step < n; ++step) {
+          const size_t p = static_cast<size_t>((r + step) % n);
+          if (at < recv_bytes[p])
+            std::memcpy(recv + recv_offsets[p] + at, staged(static_cast<int>(p)),
+                        std::min(piece, recv_bytes[p] - at));
+        }
+      });
 }
 
 }  // namespace kolo::collectives

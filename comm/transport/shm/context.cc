@@ -46,7 +46,8 @@ ShmContext::ShmContext(const ContextOptions& options)
     : Context(options),
       capacity_(static_cast<size_t>(
           env::get_int("KOLO_SHM_BUFFER_BYTES", 4 << 20, 4096, int64_t(1) << 30) / 64 * 64)),
-      segment_bytes_(sizeof(SegmentHeader) +
+      stage_bytes_(stage_slot_bytes(options.size)),
+      segment_bytes_(sizeof(SegmentHeader) + 2 * stage_bytes_ +
                      static_cast<size_t>(options.size) * ring_stride(capacity_)),
       segments_(static_cast<size_t>(options.size)) {
   map_segments(options);
@@ -76,7 +77,7 @@ SegmentHeader* ShmContext::header(int rank) const {
 
 RingHeader* ShmContext::ring(int owner, int from) const {
   char* base = static_cast<char*>(segments_[static_cast<size_t>(owner)].base);
-  return reinterpret_cast<RingHeader*>(base + sizeof(SegmentHeader) +
+  return reinterpret_cast<RingHeader*>(base + sizeof(SegmentHeader) + 2 * stage_bytes_ +
                                        static_cast<size_t>(from) * ring_stride(capacity_));
 }
 
@@ -238,6 +239,16 @@ void ShmContext::publish(int index, const void* address) {
   header(rank_)->published_regions[index] = find_shared_region(address);
 }
 
+void ShmContext::publish_value(int index, uint64_t value) {
+  KOLO_ASSERT(index >= 0 && index < kMaxPublished);
+  header(rank_)->published[index] = value;
+  header(rank_)->published_regions[index] = SharedRegion{};
+}
+
+uint64_t ShmContext::peer_value(int peer, int index) const {
+  return header(peer)->published[index];
+}
+
 const char* ShmContext::peer_address(int peer, int index) const {
   return reinterpret_cast<const char*>(header(peer)->published[index]);
 }
@@ -247,7 +258,8 @@ char* ShmContext::small_slot_of(int rank, uint64_t generation) const {
 }
 
 char* ShmContext::stage_slot_of(int rank, uint64_t generation) const {
-  return header(rank)->stage_slots[generation % 2];
+  return static_cast<char*>(segments_[static_cast<size_t>(rank)].base) + sizeof(SegmentHeader) +
+         (generation % 2) * stage_bytes_;
 }
 
 uint64_t ShmContext::generation() const {

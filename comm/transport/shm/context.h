@@ -1,5 +1,6 @@
 // Shared-memory transport for ranks on one host (ranks may also be threads of one process).
-// Segment layout per rank: SegmentHeader, then one RingHeader + data ring per peer (pair.h).
+// Segment layout per rank: SegmentHeader, two staging slots, then one RingHeader + data ring
+// per peer (pair.h).
 #pragma once
 
 #include <map>
@@ -31,6 +32,9 @@ class ShmContext : public Context {
   uint64_t sync();
   void publish(int index, const void* address);
   const char* peer_address(int peer, int index) const;
+  // A number instead of an address (a size the ranks must agree on), read after sync().
+  void publish_value(int index, uint64_t value);
+  uint64_t peer_value(int peer, int index) const;
   // Copies `bytes` at `remote` (an address in peer's address space) to `local`.
   void read_peer(int peer, const void* remote, void* local, size_t bytes);
   bool same_process(int peer) const;
@@ -42,9 +46,10 @@ class ShmContext : public Context {
   // This rank's small-message slot for `generation`, and a peer's (in the shared mapping).
   char* small_slot(uint64_t generation) { return small_slot_of(rank_, generation); }
   char* small_slot_of(int rank, uint64_t generation) const;
-  // The same for the staging slots (kStageSlotBytes each).
+  // The same for the staging slots (stage_bytes() each).
   char* stage_slot(uint64_t generation) { return stage_slot_of(rank_, generation); }
   char* stage_slot_of(int rank, uint64_t generation) const;
+  size_t stage_bytes() const { return stage_bytes_; }
   // Announces arrival at `generation` without waiting; wait_generation() then waits for all.
   void arrive(uint64_t generation);
   void wait_generation(uint64_t generation);
@@ -74,6 +79,7 @@ class ShmContext : public Context {
   const char* mapped_peer_range(int peer, const void* remote, size_t bytes);
 
   size_t capacity_;
+  size_t stage_bytes_;
   size_t segment_bytes_;
   std::vector<Mapping> segments_;  // by rank; ours included
   // Peers' alloc_shared regions mapped into this process, by (peer, region id); kept until the

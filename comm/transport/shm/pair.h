@@ -7,6 +7,7 @@
 // oversubscribed ranks give the CPU to the peer they wait for instead of spinning.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -19,9 +20,13 @@ namespace kolo::transport::shm {
 
 // Bytes of each rank's small-message slot (two slots, used alternately by generation).
 inline constexpr size_t kSmallSlotBytes = 64 * 1024;
-// Bytes of each rank's staging slot (two, used alternately by generation): direct collectives
-// on ordinary buffers stream pieces of this size through them (comm/collectives/shm_direct.cc).
-inline constexpr size_t kStageSlotBytes = 256 * 1024;
+// Bytes of each rank's staging slots (two, used alternately by generation, after the
+// SegmentHeader): direct collectives on ordinary buffers stream their data through them
+// (comm/collectives/shm_direct.cc), a piece per peer per round. 256 KiB (in L2 with room) at
+// 2 and 3 ranks; 128 KiB per peer from 4 ranks, so oversubscribed ranks meet less often.
+inline size_t stage_slot_bytes(int ranks) {
+  return std::max<size_t>(256 * 1024, size_t{128 * 1024} * static_cast<size_t>(ranks - 1));
+}
 // How many buffer addresses a rank can publish for one direct collective.
 inline constexpr int kMaxPublished = 4;
 
@@ -41,7 +46,6 @@ struct alignas(64) SegmentHeader {
   SharedRegion published_regions[kMaxPublished];
   uint64_t cma_probe;  // a known value peers read to test whether cross-process reads work
   alignas(64) char small_slots[2][kSmallSlotBytes];
-  alignas(64) char stage_slots[2][kStageSlotBytes];
 };
 
 // Single-producer single-consumer byte ring; head and tail count bytes ever written / read.
