@@ -46,7 +46,7 @@ ShmContext::ShmContext(const ContextOptions& options)
     : Context(options),
       capacity_(static_cast<size_t>(
           env::get_int("KOLO_SHM_BUFFER_BYTES", 4 << 20, 4096, int64_t(1) << 30) / 64 * 64)),
-      stage_bytes_(stage_slot_bytes(options.size)),
+      stage_bytes_(kStageSlotBytes),
       segment_bytes_(sizeof(SegmentHeader) + 2 * stage_bytes_ +
                      static_cast<size_t>(options.size) * ring_stride(capacity_)),
       segments_(static_cast<size_t>(options.size)) {

@@ -25,9 +25,7 @@ inline constexpr size_t kSmallSlotBytes = 64 * 1024;
 // (comm/collectives/shm_direct.cc), pieces of up to this size per round. 256 KiB stays in L2
 // with room; larger slots (128 KiB per peer) were measured faster at 8 ranks from 16 MiB but
 // 1.3x slower at 1 MiB, and far slower in the first operations.
-inline size_t stage_slot_bytes(int /*ranks*/) {
-  return 256 * 1024;
-}
+inline constexpr size_t kStageSlotBytes = 256 * 1024;
 // How many buffer addresses a rank can publish for one direct collective.
 inline constexpr int kMaxPublished = 4;
 
