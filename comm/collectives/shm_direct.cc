@@ -67,7 +67,7 @@ void reduce_from_peers(transport::shm::ShmContext& ctx, int index, size_t offset
 // and receives every rank's block p at dst[p] (its own too, unless dst[rank] is src).
 void staged_exchange(transport::shm::ShmContext& ctx, const char* src,
                      const std::vector<size_t>& bytes, const std::vector<char*>& dst) {
-  const size_t slot_bytes = ctx.stage_bytes();
+  constexpr size_t slot_bytes = transport::shm::kStageSlotBytes;
   const int n = ctx.size(), r = ctx.rank();
   auto piece = [&](int p, size_t at) {
     const size_t total = bytes[static_cast<size_t>(p)];
@@ -91,19 +91,15 @@ void staged_exchange(transport::shm::ShmContext& ctx, const char* src,
   }
 }
 
-// Rounds of a staged scatter: in each, this rank copies the next piece (at byte `at`, at most
-// piece_bytes(ctx)) of its data for every other rank q, outgoing(q) of outgoing_bytes(q) bytes,
-// into its slot (n - 1 places), arrives, and once all have arrived calls
+// Rounds of a staged scatter: in each, this rank copies the next piece (at byte `at`, the
+// slot's share per peer) of its data for every other rank q, outgoing(q) of outgoing_bytes(q)
+// bytes, into its slot (n - 1 places), arrives, and once all have arrived calls
 // arrived(at, staged, piece) where staged(p) is the piece rank p left for this rank.
-size_t piece_bytes(const transport::shm::ShmContext& ctx) {
-  return ctx.stage_bytes() / static_cast<size_t>(ctx.size() - 1) / 64 * 64;
-}
-
 template <class Outgoing, class OutgoingBytes, class Arrived>
 void staged_scatter(transport::shm::ShmContext& ctx, size_t rounds_bytes, Outgoing outgoing,
                     OutgoingBytes outgoing_bytes, Arrived arrived) {
   const int n = ctx.size(), r = ctx.rank();
-  const size_t piece = piece_bytes(ctx);
+  const size_t piece = transport::shm::kStageSlotBytes / static_cast<size_t>(n - 1) / 64 * 64;
   KOLO_ASSERT(piece > 0);
   // Where rank p puts the piece meant for rank q in its slot.
   auto place = [&](int p, int q) { return static_cast<size_t>((q - p - 1 + n) % n) * piece; };

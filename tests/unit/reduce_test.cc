@@ -1,7 +1,7 @@
 // Tests of the reduction kernels: every vector ISA the CPU has must match the scalar reference
 // bit for bit (all dtypes x ops, awkward counts, unaligned buffers, aliasing, NaN), plus
-// closed-form checks of finish_average and KOLO_REDUCE_ISA. The scalar fp16 / bf16
-// conversions are in reduce_conversions_test.cc.
+// the checks of KOLO_REDUCE_ISA. The scalar helpers (fp16 / bf16 conversions,
+// finish_average) are checked in closed form in reduce_scalar_test.cc.
 #include "comm/reduce/reduce.h"
 
 #include <cpuid.h>
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "comm/base/error.h"
+#include "tests/unit/reduce_bytes.h"
 
 namespace kolo::reduce {
 namespace {
@@ -31,8 +32,6 @@ constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
 // Around the vector widths (8, 16, 32, 64 elements) and their 4x unrolled blocks.
 constexpr size_t kCounts[] = {0, 1, 7, 15, 16, 17, 31, 33, 1000, 4099};
 constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512};
-
-using Bytes = std::vector<uint8_t>;
 
 // The CPU's ISA level, found independently of reduce.cc so a detection bug cannot quietly make
 // these tests skip the vector kernels.
@@ -54,26 +53,6 @@ std::vector<Isa> supported_isas() {
     if (static_cast<int>(isa) <= static_cast<int>(cpu_isa())) isas.push_back(isa);
   }
   return isas;
-}
-
-template <typename T>
-T read(const Bytes& bytes, size_t index) {
-  T value;
-  std::memcpy(&value, bytes.data() + index * sizeof(T), sizeof(T));
-  return value;
-}
-
-template <typename T>
-void write(Bytes& bytes, size_t index, T value) {
-  std::memcpy(bytes.data() + index * sizeof(T), &value, sizeof(T));
-}
-
-template <typename T>
-Bytes pack(std::initializer_list<T> values) {
-  Bytes bytes(values.size() * sizeof(T));
-  size_t i = 0;
-  for (T value : values) write(bytes, i++, value);
-  return bytes;
 }
 
 bool is_nan_at(DType dtype, const Bytes& bytes, size_t i) {
@@ -509,41 +488,6 @@ TEST(ReduceKernels, BFloat16SumTiesRoundToEven) {
       }
     }
   }
-}
-
-TEST(ReduceFinishAverage, IntegersTruncate) {
-  Bytes i32 = pack<int32_t>(
-      {7, -7, 10, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), 1});
-  finish_average(i32.data(), 6, DType::kInt32, 2);
-  EXPECT_EQ(i32, pack<int32_t>({3, -3, 5, -1073741824, 1073741823, 0}));
-  Bytes i64 = pack<int64_t>({-9, 9, std::numeric_limits<int64_t>::min()});
-  finish_average(i64.data(), 3, DType::kInt64, 4);
-  EXPECT_EQ(i64, pack<int64_t>({-2, 2, -(int64_t{1} << 61)}));
-  Bytes u8 = pack<uint8_t>({255, 7, 0, 1});
-  finish_average(u8.data(), 4, DType::kUInt8, 2);
-  EXPECT_EQ(u8, pack<uint8_t>({127, 3, 0, 0}));
-  Bytes u8_big = pack<uint8_t>({255});
-  finish_average(u8_big.data(), 1, DType::kUInt8, 1000);
-  EXPECT_EQ(u8_big, pack<uint8_t>({0}));
-}
-
-TEST(ReduceFinishAverage, FloatsDivideAndRound) {
-  Bytes f32 = pack<float>({1.0f, 3.0f, -7.0f, 1.0f});
-  finish_average(f32.data(), 3, DType::kFloat32, 2);  // the last element is left alone
-  EXPECT_EQ(f32, pack<float>({0.5f, 1.5f, -3.5f, 1.0f}));
-  Bytes f32_third = pack<float>({1.0f});
-  finish_average(f32_third.data(), 1, DType::kFloat32, 3);
-  EXPECT_EQ(read<float>(f32_third, 0), 1.0f / 3.0f);
-  Bytes f64 = pack<double>({1.0, -5.0});
-  finish_average(f64.data(), 2, DType::kFloat64, 3);
-  EXPECT_EQ(f64, pack<double>({1.0 / 3.0, -5.0 / 3.0}));
-  Bytes f16 = pack<uint16_t>({0x3C00, 0x7BFF, 0x0001, 0xC000});
-  finish_average(f16.data(), 4, DType::kFloat16, 3);
-  // 1/3 -> 0x3555; 65504/3 = 21834.67 -> 21840 (ulp 16 there); 2^-24/3 -> 0; -2/3 -> 0xB955.
-  EXPECT_EQ(f16, pack<uint16_t>({0x3555, 0x7555, 0x0000, 0xB955}));
-  Bytes bf16 = pack<uint16_t>({0x3F80, 0x4040});
-  finish_average(bf16.data(), 2, DType::kBFloat16, 3);
-  EXPECT_EQ(bf16, pack<uint16_t>({0x3EAB, 0x3F80}));  // 1/3 rounds up; 3/3 exact
 }
 
 // Sets (or unsets) an environment variable for one scope.

@@ -46,8 +46,7 @@ ShmContext::ShmContext(const ContextOptions& options)
     : Context(options),
       capacity_(static_cast<size_t>(
           env::get_int("KOLO_SHM_BUFFER_BYTES", 4 << 20, 4096, int64_t(1) << 30) / 64 * 64)),
-      stage_bytes_(kStageSlotBytes),
-      segment_bytes_(sizeof(SegmentHeader) + 2 * stage_bytes_ +
+      segment_bytes_(sizeof(SegmentHeader) +
                      static_cast<size_t>(options.size) * ring_stride(capacity_)),
       segments_(static_cast<size_t>(options.size)) {
   map_segments(options);
@@ -77,7 +76,7 @@ SegmentHeader* ShmContext::header(int rank) const {
 
 RingHeader* ShmContext::ring(int owner, int from) const {
   char* base = static_cast<char*>(segments_[static_cast<size_t>(owner)].base);
-  return reinterpret_cast<RingHeader*>(base + sizeof(SegmentHeader) + 2 * stage_bytes_ +
+  return reinterpret_cast<RingHeader*>(base + sizeof(SegmentHeader) +
                                        static_cast<size_t>(from) * ring_stride(capacity_));
 }
 
@@ -258,8 +257,7 @@ char* ShmContext::small_slot_of(int rank, uint64_t generation) const {
 }
 
 char* ShmContext::stage_slot_of(int rank, uint64_t generation) const {
-  return static_cast<char*>(segments_[static_cast<size_t>(rank)].base) + sizeof(SegmentHeader) +
-         (generation % 2) * stage_bytes_;
+  return header(rank)->stage_slots[generation % 2];
 }
 
 uint64_t ShmContext::generation() const {

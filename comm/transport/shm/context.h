@@ -1,6 +1,5 @@
 // Shared-memory transport for ranks on one host (ranks may also be threads of one process).
-// Segment layout per rank: SegmentHeader, two staging slots, then one RingHeader + data ring
-// per peer (pair.h).
+// Segment layout per rank: SegmentHeader, then one RingHeader + data ring per peer (pair.h).
 #pragma once
 
 #include <map>
@@ -24,9 +23,6 @@ class ShmContext : public Context {
   // --- Direct access, for the shm-only collectives of comm/collectives/shm_direct.cc ---
   // True when the direct collectives may run (KOLO_SHM_DIRECT on every rank).
   bool direct_enabled() const { return direct_enabled_; }
-  // True when every rank can read every peer's memory: all ranks are threads of one process,
-  // or cross-process reads (process_vm_readv, "CMA") work between all of them.
-  bool can_read_peers() const { return can_read_peers_; }
   // Barrier over shared-memory flags. Also the publication point: addresses passed to
   // publish() before it are visible to peers after it. Returns this rank's new generation.
   uint64_t sync();
@@ -46,10 +42,9 @@ class ShmContext : public Context {
   // This rank's small-message slot for `generation`, and a peer's (in the shared mapping).
   char* small_slot(uint64_t generation) { return small_slot_of(rank_, generation); }
   char* small_slot_of(int rank, uint64_t generation) const;
-  // The same for the staging slots (stage_bytes() each).
+  // The same for the staging slots (kStageSlotBytes each).
   char* stage_slot(uint64_t generation) { return stage_slot_of(rank_, generation); }
   char* stage_slot_of(int rank, uint64_t generation) const;
-  size_t stage_bytes() const { return stage_bytes_; }
   // Announces arrival at `generation` without waiting; wait_generation() then waits for all.
   void arrive(uint64_t generation);
   void wait_generation(uint64_t generation);
@@ -79,13 +74,14 @@ class ShmContext : public Context {
   const char* mapped_peer_range(int peer, const void* remote, size_t bytes);
 
   size_t capacity_;
-  size_t stage_bytes_;
   size_t segment_bytes_;
   std::vector<Mapping> segments_;  // by rank; ours included
   // Peers' alloc_shared regions mapped into this process, by (peer, region id); kept until the
   // context closes (a freed region's pages stay mapped, never reused under a new id).
   std::map<std::pair<int, uint64_t>, Mapping> peer_regions_;
   std::vector<std::unique_ptr<Pair>> pairs_;
+  // Every rank can read every peer's memory: all ranks are threads of one process, or
+  // cross-process reads (process_vm_readv, "CMA") work between all of them.
   bool can_read_peers_ = false;
   bool direct_enabled_ = false;
   bool oversubscribed_ = false;  // more ranks than cores on this host: never spin

@@ -7,7 +7,6 @@
 // oversubscribed ranks give the CPU to the peer they wait for instead of spinning.
 #pragma once
 
-#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -20,11 +19,10 @@ namespace kolo::transport::shm {
 
 // Bytes of each rank's small-message slot (two slots, used alternately by generation).
 inline constexpr size_t kSmallSlotBytes = 64 * 1024;
-// Bytes of each rank's staging slots (two, used alternately by generation, after the
-// SegmentHeader): direct collectives on ordinary buffers stream their data through them
-// (comm/collectives/shm_direct.cc), pieces of up to this size per round. 256 KiB stays in L2
-// with room; larger slots (128 KiB per peer) were measured faster at 8 ranks from 16 MiB but
-// 1.3x slower at 1 MiB, and far slower in the first operations.
+// Bytes of each rank's staging slots (two, used alternately by generation): direct collectives on
+// ordinary buffers stream their data through them (comm/collectives/shm_direct.cc), pieces of up to
+// this size per round. 256 KiB stays in L2 with room; larger slots (128 KiB per peer) were measured
+// faster at 8 ranks from 16 MiB but 1.3x slower at 1 MiB, and far slower in the first operations.
 inline constexpr size_t kStageSlotBytes = 256 * 1024;
 // How many buffer addresses a rank can publish for one direct collective.
 inline constexpr int kMaxPublished = 4;
@@ -45,6 +43,7 @@ struct alignas(64) SegmentHeader {
   SharedRegion published_regions[kMaxPublished];
   uint64_t cma_probe;  // a known value peers read to test whether cross-process reads work
   alignas(64) char small_slots[2][kSmallSlotBytes];
+  alignas(64) char stage_slots[2][kStageSlotBytes];
 };
 
 // Single-producer single-consumer byte ring; head and tail count bytes ever written / read.
