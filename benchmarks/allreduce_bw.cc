@@ -39,6 +39,7 @@ class KoloRunner : public Runner {
       case Collective::kBroadcast: return comm_.broadcast(b.recv(), c.count, c.dtype, 0, options_);
       case Collective::kAlltoall:
         return comm_.alltoall(b.send(), b.recv(), c.block, c.dtype, options_);
+      case Collective::kBarrier: return comm_.barrier(options_);
     }
   }
   void barrier() override { comm_.barrier(); }
@@ -87,7 +88,7 @@ std::vector<BenchCase> plan_cases(const Communicator& comm, const Options& o) {
     if (!c || (!cases.empty() && cases.back().bytes == c->bytes)) continue;
     c->in_place = o.in_place;
     try {
-      comm.choose_algorithm(collective_name(o.coll), c->bytes, CollectiveOptions{o.algorithm});
+      comm.choose_algorithm(o.coll, c->bytes, CollectiveOptions{o.algorithm});
     } catch (const Error& e) {
       throw UsageError(2, "--algo: " + error_text(e));
     }
@@ -141,7 +142,7 @@ int run_benchmark(const Options& o) {
   int64_t wrong = 0;
   for (const BenchCase& c : cases) {
     Row row{c,
-            algorithm_name(comm->choose_algorithm(collective_name(c.coll), c.bytes,
+            algorithm_name(comm->choose_algorithm(c.coll, c.bytes,
                                                   CollectiveOptions{o.algorithm})),
             measure(*comm, kolo, c, buffers, o),
             {}};

@@ -11,7 +11,9 @@
 
 #include "comm/reduce/reduce.h"
 
-#include "comm/transport/shm/shared_buffer.h"
+#include "comm/alloc_shared.h"
+#include "comm/base/reduce_op.h"
+#include "comm/base/algorithm.h"
 
 namespace kolo::bench {
 namespace {
@@ -119,6 +121,7 @@ std::vector<Segment> expected_segments(const BenchCase& c) {
     case Collective::kAllreduce: return {{0, c.count, 0, -1}};
     case Collective::kReduceScatter: return {{0, c.block, own, -1}};
     case Collective::kBroadcast: return {{0, c.count, 0, 0}};
+    case Collective::kBarrier: return {};
     case Collective::kAllgather:
     case Collective::kAlltoall: break;
   }
@@ -167,17 +170,10 @@ double tolerance(const BenchCase& c) {
 
 }  // namespace
 
-const char* collective_name(Collective coll) {
-  static const char* const kNames[] = {"allreduce", "reduce_scatter", "allgather", "broadcast",
-                                       "alltoall"};
-  return kNames[static_cast<int>(coll)];
-}
-
 std::optional<Collective> parse_collective(std::string_view text) {
-  for (int i = 0; i < 5; ++i) {
-    auto coll = static_cast<Collective>(i);
+  for (Collective coll : {Collective::kAllreduce, Collective::kReduceScatter,
+                          Collective::kAllgather, Collective::kBroadcast, Collective::kAlltoall})
     if (text == collective_name(coll)) return coll;
-  }
   return std::nullopt;
 }
 

@@ -10,12 +10,12 @@
 #include <string_view>
 
 #include "comm/base/dtype.h"
+#include "comm/base/reduce_op.h"
+#include "comm/base/algorithm.h"
 
 namespace kolo::bench {
 
-enum class Collective { kAllreduce, kReduceScatter, kAllgather, kBroadcast, kAlltoall };
-
-const char* collective_name(Collective coll);
+// kolo::Collective (comm/base/algorithm.h), all but the barrier.
 std::optional<Collective> parse_collective(std::string_view text);
 inline constexpr const char* kCollectiveNames =
     "allreduce, reduce_scatter, allgather, broadcast, alltoall";

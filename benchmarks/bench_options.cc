@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "comm/base/error.h"
+#include "comm/base/algorithm.h"
 
 namespace kolo::bench {
 namespace {

@@ -9,6 +9,9 @@
 
 #include "benchmarks/bench_case.h"
 #include "comm/base/dtype.h"
+#include "comm/base/reduce_op.h"
+#include "comm/base/algorithm.h"
+#include "comm/base/transport_kind.h"
 
 namespace kolo::bench {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "comm/engine/engine.h"
+#include "fusion/engine.h"
 
 namespace {
 

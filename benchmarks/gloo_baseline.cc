@@ -156,6 +156,10 @@ class GlooBaseline : public Runner {
         opts.setOutput(recv, c.bytes);
         return gloo::alltoall(opts);
       }
+      case Collective::kBarrier: {
+        gloo::BarrierOptions opts(context_);
+        return gloo::barrier(opts);
+      }
     }
   }
 

@@ -1,6 +1,7 @@
 // Table, CSV and JSON output of allreduce_bw. Bandwidths are in GB/s (1e9 bytes per second):
 // algbw = size / time, busbw = algbw * the collective's bus factor (see bus_factor()).
 #include "benchmarks/report.h"
+#include "comm/base/algorithm.h"
 
 #include <algorithm>
 #include <cstdio>

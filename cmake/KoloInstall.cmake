@@ -8,8 +8,14 @@ install(TARGETS kolo EXPORT koloTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kolo)
 install(TARGETS kolorun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(DIRECTORY comm fusion timeline bindings DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kolo
-        FILES_MATCHING PATTERN "*.h")
+# Only the public API and what it includes: the Communicator, alloc_shared, the engine and the
+# C API. Internal headers (transports, collectives, engine state) stay in the source tree.
+foreach(header comm/communicator.h comm/alloc_shared.h comm/base/error.h comm/base/dtype.h
+               comm/base/reduce_op.h comm/base/algorithm.h comm/base/transport_kind.h
+               fusion/engine.h bindings/c/kolo.h)
+  get_filename_component(dir ${header} DIRECTORY)
+  install(FILES ${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kolo/${dir})
+endforeach()
 install(FILES ${PROJECT_BINARY_DIR}/generated/kolo_config.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kolo)
 install(EXPORT koloTargets NAMESPACE kolo:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kolo)

@@ -2,7 +2,6 @@
 #include "comm/communicator.h"
 
 #include <algorithm>
-#include <atomic>
 #include <functional>
 
 #include "comm/base/env.h"
@@ -15,15 +14,9 @@
 #include "comm/bootstrap/tcp_store.h"
 #include "comm/net/socket.h"
 #include "comm/transport/context.h"
-#include "comm/transport/shm/context.h"
 
 namespace kolo {
 namespace {
-
-std::atomic<bool> g_launched_by_mpi{false};
-// True while every rank reached the store over loopback: the job is on this machine, however
-// many hosts KOLO_HOSTNAME pretends, and the tcp transport stays on loopback too.
-std::atomic<bool> g_store_on_loopback{true};
 
 bool is_loopback(const std::string& addr) {
   return addr.rfind("127.", 0) == 0 || addr == "localhost";
@@ -35,8 +28,10 @@ bool mpi_job_on_one_host(int size) {
 }
 
 // Where rank 0's store listens and how the others find it.
+// Sets options->store_on_loopback.
 std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
-                                                std::chrono::milliseconds timeout) {
+                                                std::chrono::milliseconds timeout,
+                                                CommunicatorOptions* options) {
   std::unique_ptr<bootstrap::TcpStoreServer> server;
   if (info.addr.empty() || info.port == 0) {
     // mpirun and srun say nothing about a store: rank 0 opens one and tells the others via MPI.
@@ -60,20 +55,21 @@ std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
     std::string bind = is_loopback(info.addr) ? "127.0.0.1" : "0.0.0.0";
     server = std::make_unique<bootstrap::TcpStoreServer>(bind, info.port);
   }
-  g_store_on_loopback = is_loopback(info.addr);
+  options->store_on_loopback = is_loopback(info.addr);
   auto store = std::make_shared<bootstrap::TcpStore>(info.addr, info.port, info.rank, timeout);
   if (server) store->host_server(std::move(server));
   return store;
 }
 
-TransportKind resolve_transport(TransportKind requested, int hosts) {
+TransportKind resolve_transport(const CommunicatorOptions& options, int hosts) {
+  TransportKind requested = options.transport;
   if (requested == TransportKind::kAuto)
     if (auto text = env::get("KOLO_TRANSPORT"))
       requested = parse_transport(*text, "KOLO_TRANSPORT");
   if (requested == TransportKind::kAuto) {
     if (hosts == 1) return TransportKind::kShm;
-    return g_launched_by_mpi && bootstrap::mpi_world::available() ? TransportKind::kMpi
-                                                                  : TransportKind::kTcp;
+    return options.launched_by_mpi && bootstrap::mpi_world::available() ? TransportKind::kMpi
+                                                                        : TransportKind::kTcp;
   }
   KOLO_CHECK_ARG(requested != TransportKind::kShm || hosts == 1,
                  "transport 'shm' needs every rank on one host, but the ranks are on ", hosts,
@@ -89,16 +85,17 @@ std::string bounded_tag(const std::string& tag) {
 
 }  // namespace
 
-std::shared_ptr<Communicator> Communicator::init(const CommunicatorOptions& options) {
+std::shared_ptr<Communicator> Communicator::init(const CommunicatorOptions& given) {
   auto info = bootstrap::detect_launch();
   log::set_rank(info.rank);
-  g_launched_by_mpi = info.launcher == "mpi";
+  CommunicatorOptions options = given;
+  options.launched_by_mpi = info.launcher == "mpi";
   auto timeout = options.timeout.value_or(env::timeout());
   std::shared_ptr<bootstrap::Store> store;
   if (info.size == 1)
     store = std::make_shared<bootstrap::MemoryStore>();
   else
-    store = connect_store(info, timeout);
+    store = connect_store(info, timeout, &options);
   KOLO_LOG(kInfo, "init: launcher ", info.launcher, ", rank ", info.rank, " of ", info.size);
   return create(store, info.rank, info.size, options);
 }
@@ -137,14 +134,14 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
   comm->cross_rank_ = topo.cross_rank;
   comm->cross_size_ = topo.cross_size;
   comm->host_of_rank_ = topo.host_of_rank;
-  comm->transport_ = resolve_transport(options.transport, topo.cross_size);
+  comm->transport_ = resolve_transport(options, topo.cross_size);
   if (size > 1) {
     // Across hosts, tcp must listen on an address the other hosts can reach.
-    const bool remote_peers = topo.cross_size > 1 && !g_store_on_loopback;
+    const bool remote_peers = topo.cross_size > 1 && !options.store_on_loopback;
     std::string bind = remote_peers && !env::get("KOLO_TCP_ADDR") ? net::routable_address() : "";
     transport::ContextOptions ctx{store, comm->tag_, rank, size, comm->world_ranks_, timeout, bind};
     comm->context_ = transport::create_context(comm->transport_, ctx);
-    comm->shm_ = dynamic_cast<transport::shm::ShmContext*>(comm->context_.get());
+    comm->shared_ = comm->context_->shared_memory();
   }
   if (auto text = env::get("KOLO_ALGORITHM"))
     comm->env_algorithm_ = parse_algorithm(*text, "KOLO_ALGORITHM");

@@ -9,11 +9,13 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "comm/alloc_shared.h"  // kolo::alloc_shared / free_shared
+#include "comm/base/algorithm.h"
 #include "comm/base/dtype.h"
-#include "comm/transport/shm/shared_buffer.h"  // kolo::alloc_shared / free_shared
+#include "comm/base/reduce_op.h"
+#include "comm/base/transport_kind.h"
 
 namespace kolo {
 
@@ -22,9 +24,7 @@ class Store;
 }
 namespace transport {
 class Context;
-namespace shm {
-class ShmContext;
-}
+class SharedMemory;
 }  // namespace transport
 
 struct CommunicatorOptions {
@@ -32,6 +32,12 @@ struct CommunicatorOptions {
   TransportKind transport = TransportKind::kAuto;
   // How long a wait may go without progress; default KOLO_TIMEOUT_SECONDS (300 s).
   std::optional<std::chrono::milliseconds> timeout;
+  // Facts about the launch: init() fills them in, split() passes them on. Started by mpirun
+  // (then ranks on several hosts use the mpi transport by default), and every rank reached the
+  // rendezvous store over loopback (then the job is on this machine, however many hosts
+  // KOLO_HOSTNAME pretends, and tcp listens on loopback too).
+  bool launched_by_mpi = false;
+  bool store_on_loopback = true;
 };
 
 struct CollectiveOptions {
@@ -94,8 +100,9 @@ class Communicator {
   void barrier(const CollectiveOptions& options = {});
 
   // The algorithm a collective of `bytes` would use with these options (kAuto resolved), e.g.
-  // choose_algorithm("allreduce", 8, {}). Throws for a requested algorithm that does not fit.
-  Algorithm choose_algorithm(std::string_view collective, size_t bytes,
+  // choose_algorithm(Collective::kAllreduce, 8). Throws for a requested algorithm that does not
+  // fit, naming the accepted ones.
+  Algorithm choose_algorithm(Collective collective, size_t bytes,
                              const CollectiveOptions& options = {}) const;
 
   // Collective over this communicator: ranks with the same color form a new communicator,
@@ -112,7 +119,7 @@ class Communicator {
                                              std::string tag, int rank, int size,
                                              std::vector<int> world_ranks,
                                              const CommunicatorOptions& options);
-  Algorithm begin(const char* collective, size_t bytes, const CollectiveOptions& options);
+  Algorithm begin(Collective collective, size_t bytes, const CollectiveOptions& options);
 
   std::shared_ptr<bootstrap::Store> base_store_;
   std::shared_ptr<bootstrap::Store> store_;  // base_store_ with this communicator's prefix
@@ -124,7 +131,7 @@ class Communicator {
   TransportKind transport_ = TransportKind::kAuto;
   CommunicatorOptions options_;
   std::unique_ptr<transport::Context> context_;  // null when size() == 1
-  transport::shm::ShmContext* shm_ = nullptr;    // context_ when it is shm
+  transport::SharedMemory* shared_ = nullptr;    // context_'s shared-memory capability
   Algorithm env_algorithm_ = Algorithm::kAuto;   // KOLO_ALGORITHM, read at creation
   Algorithm last_algorithm_ = Algorithm::kAuto;  // for logging changes of choice
   int splits_ = 0;

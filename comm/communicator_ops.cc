@@ -2,7 +2,6 @@
 // dispatch to the algorithms in comm/collectives/.
 #include <cstring>
 #include <numeric>
-#include <string_view>
 
 #include "comm/base/env.h"
 #include "comm/base/error.h"
@@ -12,7 +11,7 @@
 #include "comm/communicator.h"
 #include "comm/reduce/reduce.h"
 #include "comm/transport/context.h"
-#include "comm/transport/shm/context.h"
+#include "comm/transport/shared_memory.h"
 
 namespace kolo {
 namespace {
@@ -36,52 +35,58 @@ std::vector<size_t> prefix_offsets(const std::vector<size_t>& bytes) {
 
 namespace {
 
-bool fits(std::string_view collective, Algorithm algorithm, bool shm, bool shm_direct,
+// Whether `algorithm` can run `collective` of `bytes` on a transport with these capabilities.
+bool fits(Collective collective, Algorithm algorithm, const collectives::TransportTraits& t,
           size_t bytes) {
-  const bool allreduce = collective == "allreduce";
+  const bool allreduce = collective == Collective::kAllreduce;
   switch (algorithm) {
     case Algorithm::kAuto:
     case Algorithm::kRing: return true;
     case Algorithm::kTree:
     case Algorithm::kHalvingDoubling: return allreduce;
     case Algorithm::kLowLatency:
-      return allreduce && shm && bytes <= transport::shm::kSmallSlotBytes;
-    case Algorithm::kDirect:
-      return shm_direct &&
-             (allreduce || collective == "reduce_scatter" || collective == "allgather" ||
-              collective == "broadcast" || collective == "alltoall");
-    default: return false;
+      return allreduce && t.small_slot_bytes > 0 && bytes <= t.small_slot_bytes;
+    case Algorithm::kDirect: return t.direct && collective != Collective::kBarrier;
   }
+  return false;
+}
+
+collectives::TransportTraits traits_of(TransportKind kind, transport::SharedMemory* shared) {
+  if (shared == nullptr) return {kind, 0, false};
+  return {kind, shared->small_slot_bytes(), shared->direct_enabled()};
 }
 
 }  // namespace
 
-Algorithm Communicator::choose_algorithm(std::string_view collective, size_t bytes,
+Algorithm Communicator::choose_algorithm(Collective collective, size_t bytes,
                                          const CollectiveOptions& options) const {
-  const bool shm = shm_ != nullptr, direct = shm && shm_->direct_enabled();
+  const auto traits = traits_of(transport_, shared_);
   Algorithm algorithm = options.algorithm;
   // KOLO_ALGORITHM is a preference: it applies where it fits, kolo chooses elsewhere.
-  if (algorithm == Algorithm::kAuto && fits(collective, env_algorithm_, shm, direct, bytes))
+  if (algorithm == Algorithm::kAuto && fits(collective, env_algorithm_, traits, bytes))
     algorithm = env_algorithm_;
-  KOLO_CHECK_ARG(fits(collective, algorithm, shm, direct, bytes), collective, " of ", bytes,
-                 " B: algorithm '", algorithm_name(algorithm), "' is not available with the ",
-                 transport_name(transport_), " transport; accepted: auto, ring",
-                 collective == "allreduce" ? ", tree, halving_doubling" : "",
-                 shm && collective == "allreduce" ? ", low_latency (small messages)" : "",
-                 direct ? ", direct" : "");
+  if (!fits(collective, algorithm, traits, bytes)) {
+    std::string accepted = "auto, ring";
+    for (Algorithm a : {Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kLowLatency,
+                        Algorithm::kDirect})
+      if (fits(collective, a, traits, bytes)) accepted += std::string(", ") + algorithm_name(a);
+    KOLO_THROW(ErrorCode::kInvalidArgument, collective_name(collective), " of ", bytes,
+               " B: algorithm '", algorithm_name(algorithm), "' is not available with the ",
+               transport_name(transport_), " transport; accepted: ", accepted);
+  }
   if (algorithm != Algorithm::kAuto) return algorithm;
-  if (collective == "allreduce")
-    return collectives::choose_allreduce(transport_, direct, bytes, size_);
-  return fits(collective, Algorithm::kDirect, shm, direct, bytes) ? Algorithm::kDirect
-                                                                  : Algorithm::kRing;
+  if (collective == Collective::kAllreduce)
+    return collectives::choose_allreduce(traits, bytes, size_);
+  return fits(collective, Algorithm::kDirect, traits, bytes) ? Algorithm::kDirect
+                                                             : Algorithm::kRing;
 }
 
-Algorithm Communicator::begin(const char* collective, size_t bytes,
+Algorithm Communicator::begin(Collective collective, size_t bytes,
                               const CollectiveOptions& options) {
   Algorithm algorithm = choose_algorithm(collective, bytes, options);
-  if (context_) context_->set_operation(collective, bytes);
+  if (context_) context_->set_operation(collective_name(collective), bytes);
   if (algorithm != last_algorithm_ && log::threshold() <= log::Level::kDebug) {
-    KOLO_LOG(kDebug, collective, " of ", bytes, " B on ", size_, " ranks over ",
+    KOLO_LOG(kDebug, collective_name(collective), " of ", bytes, " B on ", size_, " ranks over ",
              transport_name(transport_), ": algorithm ", algorithm_name(algorithm));
   }
   last_algorithm_ = algorithm;
@@ -93,16 +98,16 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DType d
   check_buffer(send, count, "allreduce", "send");
   check_buffer(recv, count, "allreduce", "receive");
   const size_t bytes = count * dtype_size(dtype);
-  Algorithm algorithm = begin("allreduce", bytes, options);
+  Algorithm algorithm = begin(Collective::kAllreduce, bytes, options);
   if (size_ == 1 || count == 0) {
     copy_if_distinct(recv, send, bytes);
     return;
   }
   switch (algorithm) {
     case Algorithm::kLowLatency:
-      return collectives::shm_low_latency_allreduce(*shm_, send, recv, count, dtype, op);
+      return collectives::shm_low_latency_allreduce(*shared_, send, recv, count, dtype, op);
     case Algorithm::kDirect:
-      return collectives::shm_direct_allreduce(*shm_, send, recv, count, dtype, op);
+      return collectives::shm_direct_allreduce(*shared_, send, recv, count, dtype, op);
     default: break;
   }
   copy_if_distinct(recv, send, bytes);
@@ -120,13 +125,13 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
   check_buffer(send, recv_count, "reduce_scatter", "send");
   check_buffer(recv, recv_count, "reduce_scatter", "receive");
   const size_t bytes = recv_count * dtype_size(dtype);
-  Algorithm algorithm = begin("reduce_scatter", bytes * static_cast<size_t>(size_), options);
+  Algorithm algorithm = begin(Collective::kReduceScatter, bytes * static_cast<size_t>(size_), options);
   if (size_ == 1 || recv_count == 0) {
     copy_if_distinct(recv, send, bytes);
     return;
   }
   if (algorithm == Algorithm::kDirect)
-    return collectives::shm_direct_reduce_scatter(*shm_, send, recv, recv_count, dtype, op);
+    return collectives::shm_direct_reduce_scatter(*shared_, send, recv, recv_count, dtype, op);
   collectives::ring_reduce_scatter(*context_, send, recv, recv_count, dtype, op);
 }
 
@@ -147,9 +152,9 @@ void Communicator::allgatherv(const void* send, size_t send_count, void* recv,
   const size_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
   check_buffer(send, send_count, "allgatherv", "send");
   check_buffer(recv, total, "allgatherv", "receive");
-  Algorithm algorithm = begin("allgather", total * esize, options);
+  Algorithm algorithm = begin(Collective::kAllgather, total * esize, options);
   if (algorithm == Algorithm::kDirect && size_ > 1 && total > 0)
-    return collectives::shm_direct_allgatherv(*shm_, send, recv, recv_counts, dtype);
+    return collectives::shm_direct_allgatherv(*shared_, send, recv, recv_counts, dtype);
   size_t own = std::accumulate(recv_counts.begin(), recv_counts.begin() + rank_, size_t{0});
   copy_if_distinct(static_cast<char*>(recv) + own * esize, send, send_count * esize);
   if (size_ == 1 || total == 0) return;
@@ -162,10 +167,10 @@ void Communicator::broadcast(void* data, size_t count, DType dtype, int root,
                  ")");
   check_buffer(data, count, "broadcast", "data");
   const size_t bytes = count * dtype_size(dtype);
-  Algorithm algorithm = begin("broadcast", bytes, options);
+  Algorithm algorithm = begin(Collective::kBroadcast, bytes, options);
   if (size_ == 1 || bytes == 0) return;
   if (algorithm == Algorithm::kDirect)
-    return collectives::shm_direct_broadcast(*shm_, data, bytes, root);
+    return collectives::shm_direct_broadcast(*shared_, data, bytes, root);
   collectives::chain_broadcast(*context_, data, bytes, root);
 }
 
@@ -190,7 +195,7 @@ void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_c
   const size_t recv_total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
   check_buffer(send, send_total, "alltoallv", "send");
   check_buffer(recv, recv_total, "alltoallv", "receive");
-  const Algorithm algorithm = begin("alltoall", send_total, options);
+  const Algorithm algorithm = begin(Collective::kAlltoall, send_total, options);
   // In place, blocks would be overwritten before they are sent: send from a copy.
   std::vector<char> copy;
   const char* source = static_cast<const char*>(send);
@@ -204,14 +209,14 @@ void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_c
     return;
   }
   if (algorithm == Algorithm::kDirect)
-    return collectives::shm_direct_alltoallv(*shm_, source, send_bytes, send_offsets,
+    return collectives::shm_direct_alltoallv(*shared_, source, send_bytes, send_offsets,
                                              static_cast<char*>(recv), recv_bytes, recv_offsets);
   collectives::pairwise_alltoallv(*context_, source, send_bytes, send_offsets,
                                   static_cast<char*>(recv), recv_bytes, recv_offsets);
 }
 
 void Communicator::barrier(const CollectiveOptions& options) {
-  begin("barrier", 0, options);
+  begin(Collective::kBarrier, 0, options);
   if (size_ > 1) collectives::dissemination_barrier(*context_);
 }
 

@@ -9,6 +9,6 @@ bash scripts/install_deps.sh
 bash scripts/fetch_data.sh
 bash scripts/build.sh
 if [ "${KOLO_QUICKSTART:-bert}" = "allreduce" ]; then
-  exec build/comm/kolorun -np "${KOLO_DEMO_RANKS:-4}" build/examples/allreduce_demo
+  exec build/tools/kolorun -np "${KOLO_DEMO_RANKS:-4}" build/examples/allreduce_demo
 fi
 exec build/examples/train_bert --config examples/configs/bert_tiny.json "$@"

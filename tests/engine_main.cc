@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "comm/engine/engine.h"
+#include "fusion/engine.h"
 #include "tests/common/values.h"
 
 namespace {

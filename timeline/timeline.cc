@@ -121,6 +121,13 @@ void Timeline::instant(const std::string& tensor, const std::string& name, json 
   record('i', 't', &tensor, name, std::move(args));
 }
 
+void Timeline::transition(const std::string& tensor, const std::string& from,
+                          const std::string& to) {
+  if (!active()) return;
+  end(tensor, from);
+  begin(tensor, to);
+}
+
 void Timeline::cycle_marker(uint64_t cycle) {
   if (!active()) return;  // skip building the args
   record('i', 'p', nullptr, "cycle", {{"cycle", cycle}});

@@ -49,6 +49,8 @@ class Timeline {
   void instant(const std::string& tensor, const std::string& name, nlohmann::json args = {});
   // A process-wide instant ("i", scope "p") named "cycle" with args {"cycle": cycle}.
   void cycle_marker(uint64_t cycle);
+  // Ends phase `from` and begins phase `to` on the tensor's row (e.g. NEGOTIATE -> QUEUE).
+  void transition(const std::string& tensor, const std::string& from, const std::string& to);
 
  private:
   // What the writer needs to build one JSON object; kept small so the queue lock is short.
@@ -87,6 +89,36 @@ class Timeline {
   int64_t end_offset_ = 0;  // file size; the file always ends with "\n]"
   bool failed_ = false;     // a write failed: later events are dropped, logged once
   std::thread writer_;
+};
+
+// A duration event for one scope on `tensor`'s row: begins when made, ends when destroyed.
+// With a null or inactive timeline it records nothing, and the arguments (a callable returning
+// the JSON object, called only when the timeline is active) are never built.
+class Span {
+ public:
+  Span(Timeline* timeline, const std::string& tensor, const char* phase)
+      : timeline_(timeline && timeline->active() ? timeline : nullptr),
+        tensor_(tensor),
+        phase_(phase) {
+    if (timeline_) timeline_->begin(tensor_, phase_);
+  }
+  template <typename ArgsFn>
+  Span(Timeline* timeline, const std::string& tensor, const char* phase, ArgsFn args)
+      : timeline_(timeline && timeline->active() ? timeline : nullptr),
+        tensor_(tensor),
+        phase_(phase) {
+    if (timeline_) timeline_->begin(tensor_, phase_, args());
+  }
+  ~Span() {
+    if (timeline_) timeline_->end(tensor_, phase_);
+  }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+
+ private:
+  Timeline* timeline_;
+  const std::string& tensor_;
+  const char* phase_;
 };
 
 // The file for `rank` from a KOLO_TIMELINE value: every "%r" is replaced by the rank; without

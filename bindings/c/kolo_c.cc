@@ -8,7 +8,7 @@
 #include <string>
 
 #include "comm/communicator.h"
-#include "comm/engine/engine.h"
+#include "fusion/engine.h"
 
 struct kolo_handle {
   kolo::engine::Handle handle;
@@ -183,7 +183,7 @@ kolo_status kolo_reducescatter_async(const char* name, const void* input, int nd
                                      const int64_t* shape, kolo_dtype dtype,
                                      const kolo_options* options, kolo_handle** handle) {
   return submit(handle, [&] {
-    return engine().reducescatter(name, view(input, dtype, ndim, shape), convert(options));
+    return engine().reduce_scatter(name, view(input, dtype, ndim, shape), convert(options));
   });
 }
 

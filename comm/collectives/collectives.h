@@ -7,11 +7,9 @@
 #include <vector>
 
 #include "comm/base/dtype.h"
+#include "comm/base/reduce_op.h"
 #include "comm/transport/context.h"
-
-namespace kolo::transport::shm {
-class ShmContext;
-}
+#include "comm/transport/shared_memory.h"
 
 namespace kolo::collectives {
 
@@ -52,22 +50,22 @@ void pairwise_alltoallv(Context& ctx, const char* send, const std::vector<size_t
                         const std::vector<size_t>& send_offsets, char* recv,
                         const std::vector<size_t>& recv_bytes,
                         const std::vector<size_t>& recv_offsets);
-// Shared-memory collectives (comm/collectives/shm_direct.cc), for communicators whose
-// transport is shm. low_latency needs count * dtype size <= shm::kSmallSlotBytes; the direct
-// ones need ShmContext::direct_enabled(). send may equal recv.
-void shm_low_latency_allreduce(transport::shm::ShmContext& ctx, const void* send, void* recv,
+// Shared-memory collectives (comm/collectives/shm_direct.cc), for contexts with the
+// shared-memory capability. low_latency needs count * dtype size <= small_slot_bytes(); the
+// direct ones need direct_enabled(). send may equal recv.
+void shm_low_latency_allreduce(transport::SharedMemory& ctx, const void* send, void* recv,
                                size_t count, DType dtype, ReduceOp op);
-void shm_direct_allreduce(transport::shm::ShmContext& ctx, const void* send, void* recv,
+void shm_direct_allreduce(transport::SharedMemory& ctx, const void* send, void* recv,
                           size_t count, DType dtype, ReduceOp op);
-void shm_direct_reduce_scatter(transport::shm::ShmContext& ctx, const void* send, void* recv,
+void shm_direct_reduce_scatter(transport::SharedMemory& ctx, const void* send, void* recv,
                                size_t recv_count, DType dtype, ReduceOp op);
 // send is this rank's block (it may be recv's block `rank`: in place). Peers' blocks are read
 // from their send buffers, or streamed through the staging slots for ordinary buffers.
-void shm_direct_allgatherv(transport::shm::ShmContext& ctx, const void* send, void* recv,
+void shm_direct_allgatherv(transport::SharedMemory& ctx, const void* send, void* recv,
                            const std::vector<size_t>& counts, DType dtype);
-void shm_direct_broadcast(transport::shm::ShmContext& ctx, void* data, size_t bytes, int root);
+void shm_direct_broadcast(transport::SharedMemory& ctx, void* data, size_t bytes, int root);
 // Staged through the shm slots; byte counts and offsets indexed by peer; send != recv.
-void shm_direct_alltoallv(transport::shm::ShmContext& ctx, const char* send,
+void shm_direct_alltoallv(transport::SharedMemory& ctx, const char* send,
                           const std::vector<size_t>& send_bytes,
                           const std::vector<size_t>& send_offsets, char* recv,
                           const std::vector<size_t>& recv_bytes,

@@ -2,14 +2,13 @@
 //   ring               2(n-1) a + 2(n-1)/n S b + (n-1)/n S g
 //   halving-doubling   2 log2(p) a + 2(p-1)/p S b + (p-1)/p S g  (+ 2a + 2Sb + Sg if n != p)
 //   double binary tree 2 ceil(log2(n+1)) a + 2 S b + S g        (pipelined, both trees busy)
-// On shm, small messages use the low-latency slots and larger ones the direct single-copy
-// path when peers' memory can be read; the formulas decide among the message algorithms.
+// With shared memory, small messages use the low-latency slots and larger ones the direct
+// collectives when they may run; the formulas decide among the message algorithms.
 #include "comm/collectives/cost_model.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "comm/transport/shm/pair.h"
 
 namespace kolo::collectives {
 
@@ -42,16 +41,15 @@ double predict_allreduce_us(const CostModel& m, Algorithm algorithm, size_t byte
   }
 }
 
-size_t low_latency_limit(int ranks) {
-  return ranks <= 2 ? transport::shm::kSmallSlotBytes / 2 : transport::shm::kSmallSlotBytes;
+size_t low_latency_limit(size_t small_slot_bytes, int ranks) {
+  return ranks <= 2 ? small_slot_bytes / 2 : small_slot_bytes;
 }
 
-Algorithm choose_allreduce(TransportKind transport, bool shm_direct, size_t bytes, int ranks) {
-  if (transport == TransportKind::kShm) {
-    if (bytes <= low_latency_limit(ranks)) return Algorithm::kLowLatency;
-    if (shm_direct) return Algorithm::kDirect;
-  }
-  const CostModel model = default_cost_model(transport);
+Algorithm choose_allreduce(const TransportTraits& transport, size_t bytes, int ranks) {
+  if (transport.small_slot_bytes > 0 && bytes <= low_latency_limit(transport.small_slot_bytes, ranks))
+    return Algorithm::kLowLatency;
+  if (transport.direct) return Algorithm::kDirect;
+  const CostModel model = default_cost_model(transport.kind);
   Algorithm best = Algorithm::kRing;
   double best_us = predict_allreduce_us(model, best, bytes, ranks);
   for (Algorithm candidate : {Algorithm::kHalvingDoubling, Algorithm::kTree}) {

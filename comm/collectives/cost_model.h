@@ -6,7 +6,8 @@
 
 #include <cstddef>
 
-#include "comm/base/dtype.h"
+#include "comm/base/algorithm.h"
+#include "comm/base/transport_kind.h"
 
 namespace kolo::collectives {
 
@@ -21,12 +22,20 @@ CostModel default_cost_model(TransportKind transport);
 // Predicted microseconds of an allreduce of `bytes` over `ranks` with `algorithm`.
 double predict_allreduce_us(const CostModel& model, Algorithm algorithm, size_t bytes, int ranks);
 
-// Largest allreduce (bytes) that kAuto sends through the shm low-latency slots: 32 KiB at 2
-// ranks, where the direct path is as fast from there, and the whole slot (64 KiB) at more ranks,
-// where the direct path's two barriers and staging rounds cost more than reading every slot.
-size_t low_latency_limit(int ranks);
+// What the choice needs to know of a communicator's transport, from its capabilities.
+struct TransportTraits {
+  TransportKind kind = TransportKind::kTcp;
+  size_t small_slot_bytes = 0;  // shared-memory small slots (low_latency); 0: none
+  bool direct = false;          // the shared-memory direct collectives may run
+};
 
-// What kAuto picks for an allreduce. `shm_direct`: the shm transport can read peers' memory.
-Algorithm choose_allreduce(TransportKind transport, bool shm_direct, size_t bytes, int ranks);
+// Largest allreduce (bytes) that kAuto sends through the shared-memory small slots: half a
+// slot at 2 ranks (32 KiB with 64 KiB slots), where the direct path is as fast from there, and
+// the whole slot at more ranks, where the direct path's two barriers and staging rounds cost
+// more than reading every slot.
+size_t low_latency_limit(size_t small_slot_bytes, int ranks);
+
+// What kAuto picks for an allreduce.
+Algorithm choose_allreduce(const TransportTraits& transport, size_t bytes, int ranks);
 
 }  // namespace kolo::collectives

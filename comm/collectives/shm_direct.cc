@@ -27,7 +27,7 @@
 
 #include "comm/collectives/collectives.h"
 #include "comm/reduce/reduce.h"
-#include "comm/transport/shm/context.h"
+#include "comm/transport/shared_memory.h"
 
 namespace kolo::collectives {
 namespace {
@@ -41,7 +41,7 @@ char* chunk_buffer() {
 
 // dst[0..bytes) = input[0..bytes) op (the same range of every peer's published buffer
 // `index`, at byte offset `offset`), peers taken in a fixed order after `ctx.rank()`.
-void reduce_from_peers(transport::shm::ShmContext& ctx, int index, size_t offset, const char* input,
+void reduce_from_peers(transport::SharedMemory& ctx, int index, size_t offset, const char* input,
                        char* dst, size_t bytes, DType dtype, ReduceOp op) {
   const int n = ctx.size();
   const size_t esize = dtype_size(dtype);
@@ -65,9 +65,9 @@ void reduce_from_peers(transport::shm::ShmContext& ctx, int index, size_t offset
 
 // Round by round through the staging slots: every rank contributes `bytes[rank]` from `src`
 // and receives every rank's block p at dst[p] (its own too, unless dst[rank] is src).
-void staged_exchange(transport::shm::ShmContext& ctx, const char* src,
+void staged_exchange(transport::SharedMemory& ctx, const char* src,
                      const std::vector<size_t>& bytes, const std::vector<char*>& dst) {
-  constexpr size_t slot_bytes = transport::shm::kStageSlotBytes;
+  const size_t slot_bytes = ctx.stage_slot_bytes();
   const int n = ctx.size(), r = ctx.rank();
   auto piece = [&](int p, size_t at) {
     const size_t total = bytes[static_cast<size_t>(p)];
@@ -96,10 +96,10 @@ void staged_exchange(transport::shm::ShmContext& ctx, const char* src,
 // bytes, into its slot (n - 1 places), arrives, and once all have arrived calls
 // arrived(at, staged, piece) where staged(p) is the piece rank p left for this rank.
 template <class Outgoing, class OutgoingBytes, class Arrived>
-void staged_scatter(transport::shm::ShmContext& ctx, size_t rounds_bytes, Outgoing outgoing,
+void staged_scatter(transport::SharedMemory& ctx, size_t rounds_bytes, Outgoing outgoing,
                     OutgoingBytes outgoing_bytes, Arrived arrived) {
   const int n = ctx.size(), r = ctx.rank();
-  const size_t piece = transport::shm::kStageSlotBytes / static_cast<size_t>(n - 1) / 64 * 64;
+  const size_t piece = ctx.stage_slot_bytes() / static_cast<size_t>(n - 1) / 64 * 64;
   KOLO_ASSERT(piece > 0);
   // Where rank p puts the piece meant for rank q in its slot.
   auto place = [&](int p, int q) { return static_cast<size_t>((q - p - 1 + n) % n) * piece; };
@@ -121,7 +121,7 @@ void staged_scatter(transport::shm::ShmContext& ctx, size_t rounds_bytes, Outgoi
 // The reduce-scatter of the staged path: rank r ends with out[0..blocks[r].count) = block r
 // of every rank's input combined (averaged for kAverage), peers in the same order as
 // reduce_from_peers.
-void staged_reduce_scatter(transport::shm::ShmContext& ctx, const char* in, char* out,
+void staged_reduce_scatter(transport::SharedMemory& ctx, const char* in, char* out,
                            const std::vector<Block>& blocks, DType dtype, ReduceOp op) {
   const int n = ctx.size(), r = ctx.rank();
   const size_t esize = dtype_size(dtype);
@@ -146,11 +146,11 @@ void staged_reduce_scatter(transport::shm::ShmContext& ctx, const char* in, char
 
 }  // namespace
 
-void shm_low_latency_allreduce(transport::shm::ShmContext& ctx, const void* send, void* recv,
+void shm_low_latency_allreduce(transport::SharedMemory& ctx, const void* send, void* recv,
                                size_t count, DType dtype, ReduceOp op) {
   const int n = ctx.size();
   const size_t bytes = count * dtype_size(dtype);
-  KOLO_ASSERT(bytes <= transport::shm::kSmallSlotBytes);
+  KOLO_ASSERT(bytes <= ctx.small_slot_bytes());
   const uint64_t generation = ctx.generation() + 1;
   std::memcpy(ctx.small_slot(generation), send, bytes);
   ctx.arrive(generation);
@@ -162,7 +162,7 @@ void shm_low_latency_allreduce(transport::shm::ShmContext& ctx, const void* send
   if (op == ReduceOp::kAverage) reduce::finish_average(recv, count, dtype, n);
 }
 
-void shm_direct_allreduce(transport::shm::ShmContext& ctx, const void* send, void* recv,
+void shm_direct_allreduce(transport::SharedMemory& ctx, const void* send, void* recv,
                           size_t count, DType dtype, ReduceOp op) {
   const int n = ctx.size(), r = ctx.rank();
   const size_t esize = dtype_size(dtype);
@@ -197,7 +197,7 @@ void shm_direct_allreduce(transport::shm::ShmContext& ctx, const void* send, voi
   ctx.sync();  // nobody reads our buffers any more
 }
 
-void shm_direct_reduce_scatter(transport::shm::ShmContext& ctx, const void* send, void* recv,
+void shm_direct_reduce_scatter(transport::SharedMemory& ctx, const void* send, void* recv,
                                size_t recv_count, DType dtype, ReduceOp op) {
   const size_t bytes = recv_count * dtype_size(dtype);
   const size_t offset = static_cast<size_t>(ctx.rank()) * bytes;
@@ -216,7 +216,7 @@ void shm_direct_reduce_scatter(transport::shm::ShmContext& ctx, const void* send
   ctx.sync();
 }
 
-void shm_direct_allgatherv(transport::shm::ShmContext& ctx, const void* send, void* recv,
+void shm_direct_allgatherv(transport::SharedMemory& ctx, const void* send, void* recv,
                            const std::vector<size_t>& counts, DType dtype) {
   const int n = ctx.size();
   const size_t esize = dtype_size(dtype);
@@ -242,7 +242,7 @@ void shm_direct_allgatherv(transport::shm::ShmContext& ctx, const void* send, vo
   ctx.sync();
 }
 
-void shm_direct_broadcast(transport::shm::ShmContext& ctx, void* data, size_t bytes, int root) {
+void shm_direct_broadcast(transport::SharedMemory& ctx, void* data, size_t bytes, int root) {
   ctx.publish(0, data);
   ctx.sync();
   if (!ctx.plain_reads(0)) {
@@ -257,7 +257,7 @@ void shm_direct_broadcast(transport::shm::ShmContext& ctx, void* data, size_t by
 
 // Every rank stages its blocks for the others piece by piece; the rounds run to the largest
 // block any rank sends, agreed through the published values.
-void shm_direct_alltoallv(transport::shm::ShmContext& ctx, const char* send,
+void shm_direct_alltoallv(transport::SharedMemory& ctx, const char* send,
                           const std::vector<size_t>& send_bytes,
                           const std::vector<size_t>& send_offsets, char* recv,
                           const std::vector<size_t>& recv_bytes,

@@ -11,6 +11,7 @@
 #include <cstddef>
 
 #include "comm/base/dtype.h"
+#include "comm/base/reduce_op.h"
 
 namespace kolo::reduce {
 

@@ -17,6 +17,7 @@
 #include "comm/base/env.h"
 #include "comm/base/error.h"
 #include "comm/reduce/kernels.h"
+#include "comm/base/reduce_op.h"
 
 namespace kolo::reduce {
 namespace {

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "comm/base/dtype.h"
+#include "comm/base/reduce_op.h"
 
 namespace kolo::reduce {
 

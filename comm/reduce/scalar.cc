@@ -8,6 +8,7 @@
 #include "comm/base/error.h"
 #include "comm/reduce/kernels.h"
 #include "comm/reduce/reduce.h"
+#include "comm/base/reduce_op.h"
 
 namespace kolo::reduce {
 namespace {

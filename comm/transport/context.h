@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/dtype.h"
+#include "comm/base/transport_kind.h"
 #include "comm/base/error.h"
 
 namespace kolo::bootstrap {
@@ -27,6 +27,8 @@ class Store;
 }
 
 namespace kolo::transport {
+
+class SharedMemory;
 
 struct Transfer {
   enum class Kind : uint8_t { kSend, kRecv };
@@ -66,6 +68,9 @@ class Context {
   int rank() const { return rank_; }
   int size() const { return size_; }
   virtual TransportKind kind() const = 0;
+  // The shared-memory capability (comm/transport/shared_memory.h), or null when this
+  // transport's ranks do not share memory.
+  virtual SharedMemory* shared_memory() { return nullptr; }
 
   // Queues a transfer; `t` must stay alive (and its buffer untouched) until it completes.
   void post(Transfer* t);

@@ -1,6 +1,6 @@
 /* c_api_demo: kolo's C API from plain C. Each rank allreduces a few named gradients
  * asynchronously through the engine, allgathers rows of different lengths, and checks the
- * results. Run: build/comm/kolorun -np 3 build/examples/c_api_demo */
+ * results. Run: build/tools/kolorun -np 3 build/examples/c_api_demo */
 #include <stdio.h>
 #include <stdlib.h>
 

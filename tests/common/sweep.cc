@@ -8,6 +8,8 @@
 #include <sstream>
 
 #include "tests/common/values.h"
+#include "comm/base/reduce_op.h"
+#include "comm/base/algorithm.h"
 
 namespace kolo::testing {
 namespace {

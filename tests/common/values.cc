@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "comm/reduce/reduce.h"
+#include "comm/base/reduce_op.h"
 
 namespace kolo::testing {
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "comm/base/dtype.h"
+#include "comm/base/reduce_op.h"
 
 namespace kolo::testing {
 

@@ -16,6 +16,8 @@
 #include "comm/net/auth.h"
 #include "comm/net/socket.h"
 #include "tests/process/job.h"
+#include "comm/base/reduce_op.h"
+#include "comm/base/transport_kind.h"
 
 namespace kolo::testing {
 namespace {

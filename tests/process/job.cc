@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "comm/base/error.h"
+#include "comm/base/transport_kind.h"
 
 namespace kolo::testing {
 

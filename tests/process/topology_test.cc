@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "tests/process/job.h"
+#include "comm/base/reduce_op.h"
+#include "comm/base/transport_kind.h"
 
 namespace kolo::testing {
 namespace {

@@ -7,15 +7,14 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "comm/base/convert.h"
 #include "comm/base/dtype.h"
 #include "comm/base/error.h"
-#include "comm/reduce/reduce.h"
 #include "trainer/kernels/backend.h"
 
 namespace kolo::trainer::testing {
@@ -24,8 +23,8 @@ inline constexpr DType kStorageDTypes[] = {DType::kFloat32, DType::kFloat16, DTy
 
 inline float round_to(float v, DType dt) {
   switch (dt) {
-    case DType::kFloat16: return reduce::half_to_float(reduce::float_to_half(v));
-    case DType::kBFloat16: return reduce::bfloat16_to_float(reduce::float_to_bfloat16(v));
+    case DType::kFloat16: return half_to_float(float_to_half(v));
+    case DType::kBFloat16: return bfloat16_to_float(float_to_bfloat16(v));
     default: return v;
   }
 }
@@ -43,23 +42,12 @@ class Tensor {
     for (size_t i = 0; i < n_; ++i) set(i, values[i]);
   }
   void set(size_t i, float v) {
-    if (dt_ == DType::kFloat32) {
-      std::memcpy(bytes_.data() + 4 * i, &v, 4);
-    } else {
-      const uint16_t bits =
-          dt_ == DType::kFloat16 ? reduce::float_to_half(v) : reduce::float_to_bfloat16(v);
-      std::memcpy(bytes_.data() + 2 * i, &bits, 2);
-    }
+    convert(bytes_.data() + i * dtype_size(dt_), dt_, &v, DType::kFloat32, 1);
   }
   float get(size_t i) const {
-    if (dt_ == DType::kFloat32) {
-      float v;
-      std::memcpy(&v, bytes_.data() + 4 * i, 4);
-      return v;
-    }
-    uint16_t bits;
-    std::memcpy(&bits, bytes_.data() + 2 * i, 2);
-    return dt_ == DType::kFloat16 ? reduce::half_to_float(bits) : reduce::bfloat16_to_float(bits);
+    float v;
+    convert(&v, DType::kFloat32, bytes_.data() + i * dtype_size(dt_), dt_, 1);
+    return v;
   }
   std::vector<float> values() const {
     std::vector<float> out(n_);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/base/convert.h"
 #include "comm/base/error.h"
 #include "trainer/metrics/classification.h"
 #include "trainer/metrics/meters.h"
@@ -63,10 +64,18 @@ TEST(TokenAccuracy, IgnoresUnlabelledPositions) {
 
 TEST(Argmax, FirstMaximumWins) {
   const std::vector<float> logits = {0.1f, 0.9f, 0.9f, -1.0f, -2.0f, -3.0f};
-  std::vector<int32_t> out(2);
-  argmax_rows(logits.data(), 2, 3, out.data());
-  EXPECT_EQ(out[0], 1);
-  EXPECT_EQ(out[1], 0);
+  EXPECT_EQ(argmax_rows(logits.data(), DType::kFloat32, 2, 3), (std::vector<int32_t>{1, 0}));
+}
+
+TEST(Argmax, HalfStorageRows) {
+  // Rows of a storage dtype are widened exactly, so the order of the stored values decides.
+  const std::vector<float> logits = {0.5f, -1.0f, 2.0f, 2.0f, 7.0f, 7.0f, -0.25f, -0.125f};
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    std::vector<uint16_t> stored(logits.size());
+    convert(stored.data(), dt, logits.data(), DType::kFloat32, logits.size());
+    EXPECT_EQ(argmax_rows(stored.data(), dt, 2, 4), (std::vector<int32_t>{2, 0})) << dtype_name(dt);
+  }
+  EXPECT_THROW(argmax_rows(logits.data(), DType::kInt32, 2, 4), Error);
 }
 
 TEST(Meters, Means) {

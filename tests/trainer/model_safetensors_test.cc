@@ -9,8 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "comm/base/convert.h"
 #include "comm/base/error.h"
-#include "comm/reduce/reduce.h"
 #include "trainer/io/safetensors.h"
 #include "trainer/io/tensor_io.h"
 
@@ -169,7 +169,7 @@ TEST_F(ModelSafetensors, LayoutLoadConvertsDtypeAndChecksNames) {
   EXPECT_EQ(r.loaded.size(), 2u);
   for (const ParamInfo& p : l.params())
     for (size_t i = 0; i < p.numel; ++i)
-      EXPECT_EQ(bf[p.offset + i], reduce::float_to_bfloat16(src[p.offset + i]));
+      EXPECT_EQ(bf[p.offset + i], float_to_bfloat16(src[p.offset + i]));
 
   ParamLayout bigger = small_layout();
   bigger.add("extra", {4}, true);

@@ -7,8 +7,8 @@
 #include <limits>
 #include <vector>
 
+#include "comm/base/convert.h"
 #include "comm/base/error.h"
-#include "comm/reduce/reduce.h"
 #include "trainer/optim/clip.h"
 #include "trainer/optim/sgd.h"
 #include "trainer/precision/mixed_precision.h"
@@ -25,7 +25,7 @@ ParamLayout two_tensors() {
 
 std::vector<uint16_t> to_half(const std::vector<float>& v, DType dt) {
   std::vector<uint16_t> out(v.size());
-  convert_from_float(out.data(), dt, v.data(), v.size());
+  convert(out.data(), dt, v.data(), DType::kFloat32, v.size());
   return out;
 }
 
@@ -127,8 +127,8 @@ TEST(MixedPrecision, FullFp16StepWithClipping) {
   mp.copy_master_to_params();
   EXPECT_NEAR(mp.master()[0], 1.0 - 0.5 * 0.6, 1e-6);
   EXPECT_NEAR(mp.master()[1], 1.0 - 0.5 * 0.8, 1e-6);
-  EXPECT_NEAR(reduce::half_to_float(params[0]), 0.7, 1e-3);
-  EXPECT_NEAR(reduce::half_to_float(params[1]), 0.6, 1e-3);
+  EXPECT_NEAR(half_to_float(params[0]), 0.7, 1e-3);
+  EXPECT_NEAR(half_to_float(params[1]), 0.6, 1e-3);
 }
 
 TEST(MixedPrecision, RejectsOtherDtypes) {

@@ -15,9 +15,15 @@ namespace {
 
 // Byte sizes (multiples of 4) where choose_allreduce changes its answer, up to `limit`: a
 // coarse scan, then a bisection to the first size with the new answer.
+// What a communicator over `transport` reports: shm has the small slots and direct reads.
+collectives::TransportTraits traits(TransportKind transport) {
+  const bool shm = transport == TransportKind::kShm;
+  return {transport, shm ? transport::shm::kSmallSlotBytes : 0, shm};
+}
+
 std::set<size_t> switch_points(TransportKind transport, int ranks, size_t limit) {
   auto choose = [&](size_t bytes) {
-    return collectives::choose_allreduce(transport, true, bytes, ranks);
+    return collectives::choose_allreduce(traits(transport), bytes, ranks);
   };
   std::set<size_t> points;
   for (size_t lo = 4, hi = 1024; hi <= limit; lo = hi, hi += 1024) {
@@ -40,7 +46,7 @@ void check_allreduce_at(Communicator& comm, size_t count, DType dtype, ReduceOp 
   size_t bad = first_mismatch(dtype, data.data(), count, want, 0);
   EXPECT_EQ(bad, count) << "allreduce of " << count << " " << dtype_name(dtype) << " "
                         << op_name(op) << " with "
-                        << algorithm_name(comm.choose_algorithm("allreduce", count * 4))
+                        << algorithm_name(comm.choose_algorithm(Collective::kAllreduce, count * 4))
                         << " wrong at element " << bad;
 }
 
@@ -50,7 +56,7 @@ void check_around(TransportKind transport, int ranks, const std::set<size_t>& po
     std::set<Algorithm> seen;
     for (size_t bytes : points)
       for (size_t count : {bytes / 4 - 1, bytes / 4, bytes / 4 + 1}) {
-        seen.insert(comm.choose_algorithm("allreduce", count * 4));
+        seen.insert(comm.choose_algorithm(Collective::kAllreduce, count * 4));
         check_allreduce_at(comm, count, DType::kFloat32, ReduceOp::kSum);
         check_allreduce_at(comm, count, DType::kInt32, ReduceOp::kMax);
       }
@@ -63,7 +69,7 @@ TEST(AutoSelection, ShmAroundTheLowLatencyLimit) {
   for (int ranks : {2, 5, 8}) {
     auto points = switch_points(TransportKind::kShm, ranks, 1 << 18);
     // The first multiple of 4 (float32 sizes) above the limit.
-    EXPECT_EQ(points, std::set<size_t>{(collectives::low_latency_limit(ranks) / 4 + 1) * 4});
+    EXPECT_EQ(points, std::set<size_t>{(collectives::low_latency_limit(transport::shm::kSmallSlotBytes, ranks) / 4 + 1) * 4});
     check_around(TransportKind::kShm, ranks, points);
   }
 }
@@ -77,15 +83,15 @@ TEST(AutoSelection, TcpAroundTheCostModelCrossovers) {
 
 TEST(AutoSelection, ExplicitChoicesThatDoNotFitAreRefused) {
   run_thread_ranks(2, TransportKind::kTcp, [](Communicator& comm) {
-    EXPECT_THROW(comm.choose_algorithm("allreduce", 8, {Algorithm::kLowLatency}), Error);
-    EXPECT_THROW(comm.choose_algorithm("allgather", 8, {Algorithm::kTree}), Error);
-    EXPECT_EQ(comm.choose_algorithm("allgather", 8), Algorithm::kRing);
+    EXPECT_THROW(comm.choose_algorithm(Collective::kAllreduce, 8, {Algorithm::kLowLatency}), Error);
+    EXPECT_THROW(comm.choose_algorithm(Collective::kAllgather, 8, {Algorithm::kTree}), Error);
+    EXPECT_EQ(comm.choose_algorithm(Collective::kAllgather, 8), Algorithm::kRing);
     return 0;
   });
   run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
-    EXPECT_EQ(comm.choose_algorithm("allreduce", 8), Algorithm::kLowLatency);
-    EXPECT_EQ(comm.choose_algorithm("allreduce", 1 << 20), Algorithm::kDirect);
-    EXPECT_THROW(comm.choose_algorithm("allreduce", 1 << 20, {Algorithm::kLowLatency}), Error);
+    EXPECT_EQ(comm.choose_algorithm(Collective::kAllreduce, 8), Algorithm::kLowLatency);
+    EXPECT_EQ(comm.choose_algorithm(Collective::kAllreduce, 1 << 20), Algorithm::kDirect);
+    EXPECT_THROW(comm.choose_algorithm(Collective::kAllreduce, 1 << 20, {Algorithm::kLowLatency}), Error);
     return 0;
   });
 }

@@ -6,8 +6,12 @@
 #include <numeric>
 
 #include "comm/base/error.h"
+#include "comm/transport/shm/shared_buffer.h"
 #include "tests/unit/expect_error.h"
 #include "tests/unit/thread_ranks.h"
+#include "comm/base/reduce_op.h"
+#include "comm/base/algorithm.h"
+#include "comm/base/transport_kind.h"
 
 namespace kolo::testing {
 namespace {

@@ -8,7 +8,7 @@
 #include <random>
 #include <thread>
 
-#include "comm/engine/engine.h"
+#include "fusion/engine.h"
 #include "tests/unit/thread_ranks.h"
 
 namespace kolo::testing {
@@ -216,9 +216,9 @@ TEST(Engine, OtherOpsJoinAndCompression) {
     auto t = eng.alltoall("a", {a.data(), DType::kFloat32, {6}}, ao);
     t.check();
     EXPECT_EQ(t.output_shape(), (std::vector<int64_t>{3 * (r + 1)}));
-    // reducescatter: rows split evenly
+    // reduce_scatter: rows split evenly
     std::vector<float> rs(6, 1.0f);
-    auto s = eng.reducescatter("rs", {rs.data(), DType::kFloat32, {6}});
+    auto s = eng.reduce_scatter("rs", {rs.data(), DType::kFloat32, {6}});
     s.check();
     EXPECT_EQ(s.output_shape(), (std::vector<int64_t>{2}));
     eng.barrier().check();

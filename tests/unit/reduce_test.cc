@@ -21,6 +21,7 @@
 
 #include "comm/base/error.h"
 #include "tests/unit/reduce_bytes.h"
+#include "comm/base/reduce_op.h"
 
 namespace kolo::reduce {
 namespace {

@@ -7,6 +7,7 @@
 #include "comm/bootstrap/store.h"
 #include "tests/common/sweep.h"
 #include "tests/unit/thread_ranks.h"
+#include "comm/base/transport_kind.h"
 
 namespace kolo::testing {
 namespace {

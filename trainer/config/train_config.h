@@ -14,7 +14,7 @@
 
 #include "comm/base/dtype.h"
 #include "trainer/config/json_section.h"
-#include "trainer/model/param_layout.h"
+#include "trainer/layout/param_layout.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/optim/schedule.h"

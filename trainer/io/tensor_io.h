@@ -8,16 +8,13 @@
 #include <vector>
 
 #include "comm/base/dtype.h"
-#include "trainer/model/param_layout.h"
+#include "trainer/layout/param_layout.h"
 
 namespace kolo::trainer {
 
-// dst (dst_dt) = src (src_dt) for n elements in host memory; float32/float16/bfloat16/float64
-// convert through float (round to nearest even), equal dtypes copy bitwise.
-void convert_host(void* dst, DType dst_dt, const void* src, DType src_dt, size_t n);
-
 // Writes every tensor of `layout` from the flat host buffer `data` (in `dtype`) to `path`,
-// stored as `file_dtype` (the buffer's own dtype when file_dtype is not given).
+// stored as `file_dtype` (the buffer's own dtype when file_dtype is not given). Dtypes convert
+// with kolo::convert (comm/base/convert.h): rounded to nearest even, equal dtypes bitwise.
 void save_layout(const std::string& path, const ParamLayout& layout, const void* data, DType dtype,
                  const std::map<std::string, std::string>& metadata = {});
 void save_layout_as(const std::string& path, const ParamLayout& layout, const void* data,

@@ -1,6 +1,7 @@
 // The per-device kernel interface of the trainer: every forward and backward kernel the models
 // need, over raw buffers in a storage dtype (float32, float16 or bfloat16) with fp32
-// accumulation. The CPU backend is kernels/cpu/; a CUDA backend implements the same class.
+// accumulation. The CPU backend is kernels/cpu/; a CUDA backend (not written yet) would
+// implement the same class.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,10 @@
 
 namespace kolo::trainer {
 
+// Where a Backend's buffers live. Only kCpu has a backend today (cpu_backend()); kCuda names
+// the CUDA backend to come (kernels/cuda/, not built yet). Nothing selects a device by name:
+// no config key, flag or factory takes one, so kCuda cannot be asked for; code that needs host
+// memory checks device() == kCpu and refuses others with a kolo::Error (Model::save/load).
 enum class Device : uint8_t { kCpu, kCuda };
 
 // Conventions shared by every kernel:

@@ -3,7 +3,9 @@
 // back the same way, so the MLM head runs on the masked rows only.
 //   MLM:            dense -> gelu -> LayerNorm -> decoder (word embeddings^T) + bias -> CE
 //   classification: pooler dense -> tanh -> dropout -> classifier -> CE
+#include "comm/base/convert.h"
 #include "comm/base/error.h"
+#include "trainer/metrics/classification.h"
 #include "trainer/model/bert_internal.h"
 
 namespace kolo::trainer {
@@ -24,7 +26,7 @@ float Bert::mlm_forward() {
   float loss = k.cross_entropy_forward(a.m_losses, a.m_logits, masked_labels_.data(), M, V,
                                        kIgnoreIndex, dt);
   if (backend().device() == Device::kCpu) {
-    std::vector<int32_t> pred = argmax_rows(a.m_logits, dt, M, V);
+    std::vector<int32_t> pred = argmax_rows(a.m_logits, dt, size_t(M), size_t(V));
     for (int i = 0; i < M; ++i) mlm_correct_ += pred[i] == masked_labels_[i];
   }
   return loss;
@@ -98,7 +100,7 @@ std::vector<float> Bert::logits() const {
                  "Bert::logits: the last forward ran no classification head");
   check_host_memory("Bert::logits");
   std::vector<float> out(size_t(B_) * config_.num_labels);
-  convert_host(out.data(), DType::kFloat32, acts_->c_logits, dtype(), out.size());
+  kolo::convert(out.data(), DType::kFloat32, acts_->c_logits, dtype(), out.size());
   return out;
 }
 
@@ -106,7 +108,7 @@ std::vector<int32_t> Bert::predictions() const {
   KOLO_CHECK_ARG(config_.num_labels > 0 && has_cls_,
                  "Bert::predictions: the last forward ran no classification head");
   check_host_memory("Bert::predictions");
-  return argmax_rows(acts_->c_logits, dtype(), B_, config_.num_labels);
+  return argmax_rows(acts_->c_logits, dtype(), size_t(B_), size_t(config_.num_labels));
 }
 
 }  // namespace kolo::trainer

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <string>
 
+#include "comm/base/convert.h"
 #include "comm/base/error.h"
+#include "trainer/metrics/classification.h"
 
 namespace kolo::trainer {
 
@@ -151,14 +153,14 @@ std::vector<float> Mlp::logits() const {
   KOLO_CHECK_ARG(forwarded_, "Mlp::logits called before forward");
   check_host_memory("Mlp::logits");
   std::vector<float> out(size_t(B_) * num_classes());
-  convert_host(out.data(), DType::kFloat32, z_.back(), dtype(), out.size());
+  kolo::convert(out.data(), DType::kFloat32, z_.back(), dtype(), out.size());
   return out;
 }
 
 std::vector<int32_t> Mlp::predictions() const {
   KOLO_CHECK_ARG(forwarded_, "Mlp::predictions called before forward");
   check_host_memory("Mlp::predictions");
-  return argmax_rows(z_.back(), dtype(), B_, num_classes());
+  return argmax_rows(z_.back(), dtype(), size_t(B_), size_t(num_classes()));
 }
 
 int Mlp::correct() const {

@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "comm/base/error.h"
-#include "trainer/metrics/classification.h"
 
 namespace kolo::trainer {
 namespace {
@@ -94,18 +93,6 @@ float InitRng::normal() {
   double u1 = (static_cast<double>(splitmix64(state_) >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
   double u2 = static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53;
   return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
-}
-
-std::vector<int32_t> argmax_rows(const void* x, DType dtype, int rows, int cols) {
-  std::vector<int32_t> out(static_cast<size_t>(rows));
-  std::vector<float> row(static_cast<size_t>(cols));
-  const char* base = static_cast<const char*>(x);
-  for (int r = 0; r < rows; ++r) {
-    convert_host(row.data(), DType::kFloat32, base + size_t(r) * cols * dtype_size(dtype), dtype,
-                 row.size());
-    argmax_rows(row.data(), 1, row.size(), &out[static_cast<size_t>(r)]);
-  }
-  return out;
 }
 
 }  // namespace kolo::trainer

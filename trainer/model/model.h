@@ -12,7 +12,7 @@
 #include "comm/base/dtype.h"
 #include "trainer/io/tensor_io.h"
 #include "trainer/kernels/backend.h"
-#include "trainer/model/param_layout.h"
+#include "trainer/layout/param_layout.h"
 
 namespace kolo::trainer {
 
@@ -107,8 +107,5 @@ class InitRng {
  private:
   uint64_t state_;
 };
-
-// Index of the largest value of each row of a [rows, cols] host buffer in `dtype`.
-std::vector<int32_t> argmax_rows(const void* x, DType dtype, int rows, int cols);
 
 }  // namespace kolo::trainer

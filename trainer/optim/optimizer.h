@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "trainer/model/param_layout.h"
+#include "trainer/layout/param_layout.h"
 
 namespace kolo::trainer {
 

@@ -1,12 +1,12 @@
-// MixedPrecision: fp32 master weights and the post-backward phases over plain CPU loops; fp16
-// and bf16 conversions are kolo::reduce's (round to nearest even).
+// MixedPrecision: fp32 master weights and the post-backward phases over plain CPU loops; the
+// storage <-> fp32 conversions are kolo::convert's (round to nearest even).
 #include "trainer/precision/mixed_precision.h"
 
 #include <cmath>
 #include <cstdint>
 
+#include "comm/base/convert.h"
 #include "comm/base/error.h"
-#include "fusion/pack.h"
 
 namespace kolo::trainer {
 
@@ -19,16 +19,6 @@ void check_storage(DType dtype) {
 }
 
 }  // namespace
-
-void convert_to_float(float* dst, const void* src, DType dtype, size_t n, float multiplier) {
-  check_storage(dtype);
-  fusion::unpack(dst, DType::kFloat32, src, dtype, n, multiplier);
-}
-
-void convert_from_float(void* dst, DType dtype, const float* src, size_t n) {
-  check_storage(dtype);
-  fusion::pack(dst, dtype, src, DType::kFloat32, n, 1.0);
-}
 
 bool has_inf_or_nan(const void* data, DType dtype, size_t n) {
   check_storage(dtype);
@@ -69,9 +59,12 @@ bool MixedPrecision::check_overflow(const void* grads) const {
 double MixedPrecision::unscale_grads(void* grads, float multiplier) {
   if (storage_ == DType::kFloat32) {
     master_grads_ = static_cast<float*>(grads);
-    if (multiplier != 1.0f) convert_to_float(master_grads_, grads, storage_, size_, multiplier);
+    if (multiplier != 1.0f) {
+      kolo::convert(master_grads_, DType::kFloat32, grads, storage_, size_,
+                    multiplier);  // in place
+    }
   } else {
-    convert_to_float(master_grads_, grads, storage_, size_, multiplier);
+    kolo::convert(master_grads_, DType::kFloat32, grads, storage_, size_, multiplier);
   }
   double sum = 0.0;
   for (const ParamInfo& info : layout_.params()) {
@@ -83,12 +76,12 @@ double MixedPrecision::unscale_grads(void* grads, float multiplier) {
 
 void MixedPrecision::copy_master_to_params() {
   if (storage_ == DType::kFloat32) return;
-  convert_from_float(params_, storage_, master_, size_);
+  kolo::convert(params_, storage_, master_, DType::kFloat32, size_);
 }
 
 void MixedPrecision::reload_master() {
   if (storage_ == DType::kFloat32) return;
-  convert_to_float(master_, params_, storage_, size_);
+  kolo::convert(master_, DType::kFloat32, params_, storage_, size_);
 }
 
 }  // namespace kolo::trainer

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "comm/base/dtype.h"
-#include "trainer/model/param_layout.h"
+#include "trainer/layout/param_layout.h"
 #include "trainer/optim/optimizer.h"
 
 namespace kolo::trainer {
@@ -65,10 +65,8 @@ class MixedPrecision {
   float* master_grads_;
 };
 
-// Helpers over one buffer of a storage dtype (float32 / float16 / bfloat16), also used by
-// tests and checkpoints. convert_to_float: dst[i] = src[i] * multiplier.
-void convert_to_float(float* dst, const void* src, DType dtype, size_t n, float multiplier = 1.0f);
-void convert_from_float(void* dst, DType dtype, const float* src, size_t n);
+// true when any of n elements of a storage-dtype buffer (float32 / float16 / bfloat16) is inf
+// or NaN.
 bool has_inf_or_nan(const void* data, DType dtype, size_t n);
 
 }  // namespace kolo::trainer

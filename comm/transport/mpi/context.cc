@@ -17,6 +17,7 @@
 #include "comm/base/error.h"
 #include "comm/bootstrap/mpi_world.h"
 #include "comm/bootstrap/store.h"
+#include "comm/base/transport_kind.h"
 #include "comm/transport/mpi/pair.h"  // and <mpi.h>, without its C++ bindings
 
 namespace kolo::transport::mpi {

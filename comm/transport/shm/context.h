@@ -8,47 +8,42 @@
 #include <vector>
 
 #include "comm/transport/context.h"
+#include "comm/transport/shared_memory.h"
 #include "comm/transport/shm/pair.h"
 
 namespace kolo::transport::shm {
 
 std::unique_ptr<Context> create(const ContextOptions& options);
 
-class ShmContext : public Context {
+class ShmContext : public Context, public SharedMemory {
  public:
   explicit ShmContext(const ContextOptions& options);
   ~ShmContext() override;
   TransportKind kind() const override { return TransportKind::kShm; }
 
-  // --- Direct access, for the shm-only collectives of comm/collectives/shm_direct.cc ---
-  // True when the direct collectives may run (KOLO_SHM_DIRECT on every rank).
-  bool direct_enabled() const { return direct_enabled_; }
-  // Barrier over shared-memory flags. Also the publication point: addresses passed to
-  // publish() before it are visible to peers after it. Returns this rank's new generation.
-  uint64_t sync();
-  void publish(int index, const void* address);
-  const char* peer_address(int peer, int index) const;
-  // A number instead of an address (a size the ranks must agree on), read after sync().
-  void publish_value(int index, uint64_t value);
-  uint64_t peer_value(int peer, int index) const;
-  // Copies `bytes` at `remote` (an address in peer's address space) to `local`.
-  void read_peer(int peer, const void* remote, void* local, size_t bytes);
-  bool same_process(int peer) const;
-  // True when every rank's published buffer `index` can be read with plain loads: all ranks
-  // are threads of one process, or every rank published an alloc_shared region and
-  // cross-process reads are allowed (opening a peer's fd needs the same permission). The same
-  // answer on every rank once they have met at the sync() after publishing.
-  bool plain_reads(int index) const;
-  // This rank's small-message slot for `generation`, and a peer's (in the shared mapping).
-  char* small_slot(uint64_t generation) { return small_slot_of(rank_, generation); }
-  char* small_slot_of(int rank, uint64_t generation) const;
-  // The same for the staging slots (kStageSlotBytes each).
-  char* stage_slot(uint64_t generation) { return stage_slot_of(rank_, generation); }
-  char* stage_slot_of(int rank, uint64_t generation) const;
-  // Announces arrival at `generation` without waiting; wait_generation() then waits for all.
-  void arrive(uint64_t generation);
-  void wait_generation(uint64_t generation);
-  uint64_t generation() const;
+  SharedMemory* shared_memory() override { return this; }
+
+  // SharedMemory (comm/transport/shared_memory.h), for the collectives of shm_direct.cc.
+  int rank() const override { return Context::rank(); }
+  int size() const override { return Context::size(); }
+  bool direct_enabled() const override { return direct_enabled_; }
+  uint64_t sync() override;
+  void arrive(uint64_t generation) override;
+  void wait_generation(uint64_t generation) override;
+  uint64_t generation() const override;
+  void publish(int index, const void* address) override;
+  const char* peer_address(int peer, int index) const override;
+  void publish_value(int index, uint64_t value) override;
+  uint64_t peer_value(int peer, int index) const override;
+  // Same process, or every rank published an alloc_shared region and cross-process reads are
+  // allowed (opening a peer's fd needs the same permission).
+  bool plain_reads(int index) const override;
+  bool same_process(int peer) const override;
+  void read_peer(int peer, const void* remote, void* local, size_t bytes) override;
+  size_t small_slot_bytes() const override { return kSmallSlotBytes; }
+  char* small_slot_of(int rank, uint64_t generation) const override;
+  size_t stage_slot_bytes() const override { return kStageSlotBytes; }
+  char* stage_slot_of(int rank, uint64_t generation) const override;
 
  protected:
   void do_post(Transfer* t) override;

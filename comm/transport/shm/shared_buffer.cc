@@ -1,6 +1,8 @@
 // The process's table of alloc_shared regions (memfd + MAP_SHARED mappings).
 #include "comm/transport/shm/shared_buffer.h"
 
+#include "comm/alloc_shared.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 

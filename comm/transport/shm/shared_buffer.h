@@ -1,6 +1,5 @@
-// Buffers that ranks on one host can map into each other's address space: kolo::alloc_shared
-// backs them with a memfd, and the shm direct collectives then read a peer's registered buffer
-// with plain loads from a mapping instead of process_vm_readv (the role of ncclMemAlloc).
+// The registry behind kolo::alloc_shared (comm/alloc_shared.h): which memfd-backed region an
+// address lies in, so the shm transport can tell peers what to map.
 #pragma once
 
 #include <cstddef>
@@ -23,14 +22,3 @@ struct SharedRegion {
 SharedRegion find_shared_region(const void* address);
 
 }  // namespace kolo::transport::shm
-
-namespace kolo {
-
-// `bytes` of zeroed, page-aligned memory that peers on this host read directly in the shm
-// collectives. Any buffer works with every collective; these are only faster to read. Throws
-// kolo::Error(kIo) when the memory cannot be had.
-void* alloc_shared(size_t bytes);
-// Frees memory from alloc_shared (null is ignored; anything else throws kInvalidArgument).
-void free_shared(void* ptr);
-
-}  // namespace kolo

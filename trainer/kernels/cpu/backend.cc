@@ -1,5 +1,5 @@
 // The CPU backend object and its memory, conversion and reduction methods; the kernels live
-// in the sibling files (gemm.cc, layernorm.cc, attention.cc, ...).
+// in the sibling files (gemm.cc, layernorm.cc, attention.cc, ...). Conversion is kolo::convert.
 #include <cblas.h>
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "comm/base/convert.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/vec.h"
 
@@ -44,14 +45,6 @@ float* scratch(Slot slot, size_t n) {
 }
 
 namespace {
-
-template <typename D, typename S>
-void convert_kernel(typename D::T* dst, const typename S::T* src, size_t n, float scale) {
-  const __m256 s = _mm256_set1_ps(scale);
-  for (size_t i = 0; i < n; i += kLanes) {
-    store_n<D>(dst + i, _mm256_mul_ps(load_n<S>(src + i, n - i), s), n - i);
-  }
-}
 
 // Squares summed in fp32 lanes over blocks of 4096 elements, blocks summed in double, so the
 // result keeps fp32-level relative accuracy at any n. A lane is nonfinite when |x| is not
@@ -118,13 +111,11 @@ void CpuBackend::zero(void* ptr, size_t bytes) {
 
 void CpuBackend::convert(void* dst, DType dst_dt, const void* src, DType src_dt, size_t n,
                          float scale) {
-  dispatch(dst_dt, "convert (destination)", [&](auto d) {
-    using D = decltype(d);
-    dispatch(src_dt, "convert (source)", [&](auto s) {
-      using S = decltype(s);
-      convert_kernel<D, S>(as<D>(dst), as<S>(src), n, scale);
-    });
-  });
+  // Host memory, so the one conversion module does it (vectorised, same rounding as the codecs
+  // of vec.h); the dispatch only refuses what is not a storage dtype.
+  dispatch(dst_dt, "convert (destination)", [](auto) {});
+  dispatch(src_dt, "convert (source)", [](auto) {});
+  kolo::convert(dst, dst_dt, src, src_dt, n, scale);
 }
 
 double CpuBackend::sum_squares(const void* x, size_t n, DType dt, bool* nonfinite) {

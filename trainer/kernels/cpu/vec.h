@@ -1,6 +1,9 @@
 // Internal to the CPU kernels (compiled with -mavx2 -mfma -mf16c): storage codecs that load
 // 8 elements of a storage dtype as fp32 lanes and store them back rounded to nearest even,
 // the dtype dispatch every kernel goes through, and the grow-only fp32 scratch buffers.
+// The codecs exist so kernels can convert inside their registers; they round exactly as
+// kolo's one conversion module, comm/base/convert.h, whose helpers serve one element at a time
+// (array conversions call kolo::convert itself).
 #pragma once
 
 #include <immintrin.h>
@@ -9,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "comm/base/convert.h"
 #include "comm/base/dtype.h"
 #include "comm/base/error.h"
 
@@ -27,7 +31,7 @@ struct F32 {
 };
 
 // fp16 storage: F16C converts exactly on load and rounds to nearest even on store (subnormals,
-// overflow to infinity and quiet NaNs included).
+// overflow to infinity and quiet NaNs included), bit for bit as kolo::float_to_half.
 struct F16 {
   using T = uint16_t;
   static constexpr DType kDType = DType::kFloat16;
@@ -38,12 +42,12 @@ struct F16 {
   static void store(T* p, __m256 v) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, kRound));
   }
-  static float load1(const T* p) { return _cvtsh_ss(*p); }
-  static void store1(T* p, float v) { *p = _cvtss_sh(v, kRound); }
+  static float load1(const T* p) { return half_to_float(*p); }
+  static void store1(T* p, float v) { *p = float_to_half(v); }
 };
 
 // bf16 storage: the upper half of an fp32. Stores round to nearest even by adding 0x7FFF plus
-// the lowest kept bit; NaNs are truncated and made quiet (as kolo::reduce::float_to_bfloat16).
+// the lowest kept bit; NaNs are truncated and made quiet (as kolo::float_to_bfloat16).
 struct BF16 {
   using T = uint16_t;
   static constexpr DType kDType = DType::kBFloat16;
@@ -68,15 +72,8 @@ struct BF16 {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p),
                      _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
   }
-  static float load1(const T* p) {
-    const uint32_t bits = static_cast<uint32_t>(*p) << 16;
-    float v;
-    std::memcpy(&v, &bits, sizeof v);
-    return v;
-  }
-  static void store1(T* p, float v) {
-    *p = static_cast<T>(_mm256_extract_epi32(round(_mm256_set1_ps(v)), 0));
-  }
+  static float load1(const T* p) { return bfloat16_to_float(*p); }
+  static void store1(T* p, float v) { *p = float_to_bfloat16(v); }
 };
 
 // The first n < 8 elements as a vector (the rest 0), and the matching partial store: every

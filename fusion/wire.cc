@@ -3,7 +3,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "comm/engine/request.h"
+#include "fusion/request.h"
 
 namespace kolo::engine {
 namespace {
@@ -69,7 +69,8 @@ void write_request(Writer& w, const Request& r) {
   w.pod(r.compression);
   w.pod<int32_t>(r.root);
   w.ints(r.splits);
-  w.pod<int32_t>(r.group);
+  w.text(r.group);
+  w.pod<int32_t>(r.group_size);
 }
 
 Request read_request(Reader& rd) {
@@ -84,7 +85,8 @@ Request read_request(Reader& rd) {
   r.compression = rd.pod<Compression>();
   r.root = rd.pod<int32_t>();
   r.splits = rd.ints();
-  r.group = rd.pod<int32_t>();
+  r.group = rd.text();
+  r.group_size = rd.pod<int32_t>();
   return r;
 }
 
@@ -96,6 +98,7 @@ std::string Request::signature() const {
   for (size_t i = 0; i < shape.size(); ++i) s << (i ? "," : "") << shape[i];
   s << "] op=" << op_name(op) << " prescale=" << prescale << " postscale=" << postscale
     << " compression=" << static_cast<int>(compression) << " root=" << root;
+  if (!group.empty()) s << " group=" << group << "/" << group_size;
   return s.str();
 }
 

@@ -1,5 +1,5 @@
 // ResponseCache: name -> position, positions stable until evicted (oldest insertion first).
-#include "comm/engine/response_cache.h"
+#include "fusion/response_cache.h"
 
 #include <algorithm>
 

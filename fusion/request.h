@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/engine/engine.h"
+#include "fusion/engine.h"
 
 namespace kolo::engine {
 
@@ -21,7 +21,10 @@ struct Request {
   Compression compression = Compression::kNone;
   int root = 0;
   std::vector<int64_t> splits;
-  int group = -1;
+  // Grouped allreduce: the group's key (its first member's name) and member count; empty and
+  // 0 for an op of its own.
+  std::string group;
+  int32_t group_size = 0;
 
   // Everything ranks must agree on, as text for the cache and for mismatch messages.
   std::string signature() const;
@@ -31,14 +34,14 @@ struct Response {
   enum class Kind : uint8_t { kExecute, kError };
   Kind kind = Kind::kExecute;
   OpType type = OpType::kAllreduce;
-  std::vector<std::string> names;   // fused allreduces carry several
+  std::vector<std::string> names;   // a grouped allreduce carries all its members
   std::string error;                // kError: the message every rank reports
   std::vector<int64_t> first_dims;  // allgather: rows from each rank
   std::vector<int64_t> splits;      // alltoall: size x size rows (sender-major)
   std::vector<int> joined;          // ranks that joined: they contribute zeros
   int64_t last_joined = -1;         // join: the last rank to join
   Request params;                   // the agreed parameters (of the first tensor)
-  std::vector<int64_t> counts;      // element count of each tensor (joined ranks need it)
+  std::vector<int64_t> counts;      // element count of each name (joined ranks need it)
 };
 
 // Compact binary encoding (not JSON: this is the hot path of every negotiation).

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/engine/request.h"
+#include "fusion/request.h"
 
 namespace kolo::engine {
 

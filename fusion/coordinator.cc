@@ -1,5 +1,5 @@
 // Coordinator: readiness, agreement checks and stall inspection.
-#include "comm/engine/coordinator.h"
+#include "fusion/coordinator.h"
 
 #include <algorithm>
 #include <cmath>
@@ -53,9 +53,20 @@ std::string disagreement(const Request& a, const Request& b, std::string* va, st
                    std::to_string(b.prescale) + "/" + std::to_string(b.postscale)))
            .empty())
     return f;
-  return differ(a.compression == b.compression, "compression",
-                std::to_string(static_cast<int>(a.compression)),
-                std::to_string(static_cast<int>(b.compression)));
+  if (!(f = differ(a.compression == b.compression, "compression",
+                   std::to_string(static_cast<int>(a.compression)),
+                   std::to_string(static_cast<int>(b.compression))))
+           .empty())
+    return f;
+  return differ(a.group == b.group && a.group_size == b.group_size, "group",
+                a.group.empty() ? "none" : a.group + " of " + std::to_string(a.group_size),
+                b.group.empty() ? "none" : b.group + " of " + std::to_string(b.group_size));
+}
+
+const Request& first_request(const std::vector<const Request*>& by_rank) {
+  for (const Request* q : by_rank)
+    if (q) return *q;
+  KOLO_THROW(ErrorCode::kInternal, "a ready tensor without any request");
 }
 
 size_t element_count(const std::vector<int64_t>& shape) {
@@ -91,6 +102,8 @@ std::vector<Response> Coordinator::decide(const std::vector<std::vector<Request>
     }
   std::vector<Response> out;
   std::map<std::string, std::vector<const Request*>> waiting;
+  std::vector<std::string> groups;                           // in order of first appearance
+  std::map<std::string, std::vector<std::string>> members;  // ready members of each group
   for (const auto& name : order) {
     const auto& by_rank = by_name[name];
     bool ready = true;
@@ -100,9 +113,27 @@ std::vector<Response> Coordinator::decide(const std::vector<std::vector<Request>
       waiting[name] = by_rank;
       continue;
     }
+    if (const std::string& group = first_request(by_rank).group; !group.empty()) {
+      if (members[group].empty()) groups.push_back(group);
+      members[group].push_back(name);
+      continue;
+    }
     first_seen_.erase(name);
     warned_.erase(name);
     out.push_back(decide_ready(name, by_rank));
+  }
+  // A group runs once every member is ready everywhere; until then its members wait.
+  for (const auto& group : groups) {
+    const auto& ready = members[group];
+    if (static_cast<int32_t>(ready.size()) >= first_request(by_name[ready[0]]).group_size) {
+      for (const auto& name : ready) {
+        first_seen_.erase(name);
+        warned_.erase(name);
+      }
+      out.push_back(decide_group(group, ready, by_name));
+    } else {
+      for (const auto& name : ready) waiting[name] = by_name[name];
+    }
   }
   inspect_stalls(waiting, joined, out);
   if (static_cast<int>(join_order_.size()) == size_) {
@@ -122,7 +153,7 @@ Response Coordinator::decide_ready(const std::string& name,
   resp.names = {name};
   int first = 0;
   while (!by_rank[static_cast<size_t>(first)]) ++first;
-  const Request& ref = *by_rank[static_cast<size_t>(first)];
+  const Request& ref = *by_rank[static_cast<size_t>(first)];  // == first_request(by_rank)
   resp.type = ref.type;
   resp.params = ref;
   resp.counts = {static_cast<int64_t>(element_count(ref.shape))};
@@ -147,6 +178,33 @@ Response Coordinator::decide_ready(const std::string& name,
     resp.error = "tensor '" + name + "': ranks " + ranks_text(resp.joined) +
                  " have joined; only allreduce continues after join";
   }
+  return resp;
+}
+
+Response Coordinator::decide_group(
+    const std::string& group, const std::vector<std::string>& names,
+    std::map<std::string, std::vector<const Request*>>& by_name) const {
+  Response resp = decide_ready(names[0], by_name[names[0]]);
+  resp.names = names;
+  const Request& ref = resp.params;
+  for (size_t i = 1; i < names.size() && resp.kind == Response::Kind::kExecute; ++i) {
+    Response member = decide_ready(names[i], by_name[names[i]]);
+    const Request& q = member.params;
+    if (member.kind == Response::Kind::kError) {
+      resp.kind = Response::Kind::kError;
+      resp.error = member.error;
+    } else if (q.dtype != ref.dtype || q.op != ref.op || q.prescale != ref.prescale ||
+               q.postscale != ref.postscale || q.compression != ref.compression) {
+      resp.kind = Response::Kind::kError;
+      resp.error = "grouped allreduce '" + group + "': member '" + names[i] + "' (" +
+                   q.signature() + ") differs from '" + names[0] + "' (" + ref.signature() +
+                   "); members must share dtype, op, scale factors and compression";
+    } else {
+      resp.counts.push_back(member.counts[0]);
+    }
+  }
+  if (resp.kind == Response::Kind::kError && resp.error.find(group) == std::string::npos)
+    resp.error = "grouped allreduce '" + group + "': " + resp.error;
   return resp;
 }
 

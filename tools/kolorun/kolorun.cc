@@ -27,8 +27,8 @@
 
 #include "comm/base/env.h"
 #include "comm/base/error.h"
-#include "comm/bootstrap/kolorun_options.h"
-#include "comm/bootstrap/kolorun_output.h"
+#include "tools/kolorun/kolorun_options.h"
+#include "tools/kolorun/kolorun_output.h"
 
 namespace kolo::kolorun {
 namespace {

@@ -1,5 +1,5 @@
 // Parsing of kolorun's command line (see kolorun_options.h); the usage text lives here too.
-#include "comm/bootstrap/kolorun_options.h"
+#include "tools/kolorun/kolorun_options.h"
 
 #include <arpa/inet.h>
 

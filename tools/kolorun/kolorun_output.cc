@@ -1,5 +1,5 @@
 // Line-by-line forwarding of the ranks' output for kolorun (see kolorun_output.h).
-#include "comm/bootstrap/kolorun_output.h"
+#include "tools/kolorun/kolorun_output.h"
 
 #include <poll.h>
 #include <unistd.h>

@@ -13,6 +13,7 @@
 
 #include "comm/base/dtype.h"
 #include "comm/base/error.h"
+#include "comm/base/reduce_op.h"
 
 namespace kolo {
 
@@ -20,7 +21,8 @@ class Communicator;
 
 namespace engine {
 
-// A tensor as the engine sees it: host memory (device < 0) or a CUDA device id.
+// A tensor as the engine sees it: host memory (device < 0) or a CUDA device id. This build
+// handles host memory only: a tensor with device >= 0 is refused with kInvalidArgument.
 struct TensorView {
   void* data = nullptr;
   DType dtype = DType::kFloat32;
@@ -52,13 +54,16 @@ struct OpOptions {
   int root = 0;                 // broadcast
   std::vector<int64_t> splits;  // alltoall: first-dimension rows sent to each rank
   int process_set = 0;          // 0 = every rank
-  int group = -1;               // grouped allreduce: members complete together
 };
 
 struct Status {
-  ErrorCode code = ErrorCode::kInternal;
+  ErrorCode code = ErrorCode::kInternal;  // meaningful when !ok
   bool ok = false;
   std::string message;
+  static Status success() { return {ErrorCode::kInternal, true, ""}; }
+  static Status failure(ErrorCode code, std::string message) {
+    return {code, false, std::move(message)};
+  }
 };
 
 // Completion of one submitted op; cheap to copy, safe to use from any thread.
@@ -109,14 +114,19 @@ class Engine {
   // Every op names its tensor; a name still pending on this rank is refused (kInvalidArgument).
   Handle allreduce(const std::string& name, TensorView input, TensorView output,
                    const OpOptions& options = {});
-  Handle grouped_allreduce(const std::vector<std::string>& names,
-                           const std::vector<TensorView>& tensors, const OpOptions& options,
-                           std::vector<Handle>* handles);
+  // In-place allreduces that ranks negotiate and reduce as one unit: no member runs before
+  // every member is ready on every rank, and all complete together. Returns one handle per
+  // tensor; every rank must pass the same names with the same dtype, op and options.
+  std::vector<Handle> grouped_allreduce(const std::vector<std::string>& names,
+                                        const std::vector<TensorView>& tensors,
+                                        const OpOptions& options = {});
   Handle allgather(const std::string& name, TensorView input, const OpOptions& options = {});
   Handle broadcast(const std::string& name, TensorView tensor, int root,
                    const OpOptions& options = {});
   Handle alltoall(const std::string& name, TensorView input, const OpOptions& options = {});
-  Handle reducescatter(const std::string& name, TensorView input, const OpOptions& options = {});
+  // Rows (the first dimension) split as evenly as possible, the first rows % size ranks
+  // getting one more; output() holds this rank's reduced rows.
+  Handle reduce_scatter(const std::string& name, TensorView input, const OpOptions& options = {});
   Handle barrier(const OpOptions& options = {});
   // This rank has no more data: it takes part in other ranks' allreduces with zeros until every
   // rank has joined. output_value() is the last rank to join.
@@ -131,7 +141,7 @@ class Engine {
   EngineStats stats() const;
   Communicator& communicator() const;
 
-  class Impl;
+  class Impl;  // fusion/engine_impl.h
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -1,5 +1,5 @@
 // ParamLayout: appends named tensors to a flat buffer at aligned offsets.
-#include "trainer/model/param_layout.h"
+#include "trainer/layout/param_layout.h"
 
 #include "comm/base/error.h"
 

@@ -1,8 +1,7 @@
-// Handle, its shared State, TensorView and the small helpers of the engine's public types.
+// Handle and its shared State, TensorView and the names of the engine's op types.
 #include <thread>
 
-#include "comm/base/env.h"
-#include "comm/engine/state.h"
+#include "fusion/handle_state.h"
 
 namespace kolo::engine {
 
@@ -15,8 +14,8 @@ size_t TensorView::count() const {
 }
 
 const char* op_type_name(OpType type) {
-  static const char* const kNames[] = {"allreduce",     "allgather", "broadcast", "alltoall",
-                                       "reducescatter", "barrier",   "join"};
+  static const char* const kNames[] = {"allreduce",      "allgather", "broadcast", "alltoall",
+                                       "reduce_scatter", "barrier",   "join"};
   return kNames[static_cast<int>(type)];
 }
 
@@ -43,10 +42,12 @@ bool Handle::wait(std::chrono::milliseconds timeout) const {
 }
 
 bool Handle::done() const {
+  KOLO_CHECK_ARG(state_ != nullptr, "done() on an empty Handle");
   return state_->is_done();
 }
 
 Status Handle::status() const {
+  KOLO_CHECK_ARG(state_ != nullptr, "status() on an empty Handle");
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->status;
 }
@@ -66,33 +67,6 @@ std::vector<int64_t> Handle::output_shape() const {
 }
 int64_t Handle::output_value() const {
   return state_->value;
-}
-
-EngineOptions EngineOptions::from_env() {
-  EngineOptions o;
-  o.fusion_threshold = static_cast<size_t>(env::get_int(
-      "KOLO_FUSION_THRESHOLD", static_cast<int64_t>(o.fusion_threshold), 0, int64_t(1) << 34));
-  o.cycle_time_ms = env::get_double("KOLO_CYCLE_TIME_MS", o.cycle_time_ms, 0, 10000);
-  o.cache_capacity = static_cast<size_t>(
-      env::get_int("KOLO_CACHE_CAPACITY", static_cast<int64_t>(o.cache_capacity), 0, 1 << 20));
-  o.stall_check_seconds =
-      env::get_double("KOLO_STALL_CHECK_SECONDS", o.stall_check_seconds, 0, 1e9);
-  o.stall_shutdown_seconds =
-      env::get_double("KOLO_STALL_SHUTDOWN_SECONDS", o.stall_shutdown_seconds, 0, 1e9);
-  o.timeline_path = env::get_or("KOLO_TIMELINE", "");
-  return o;
-}
-
-ProcessSet::ProcessSet(int id_, std::shared_ptr<Communicator> comm_, const EngineOptions& options)
-    : id(id_), comm(std::move(comm_)), cache(options.cache_capacity) {
-  if (comm->rank() == 0)
-    coordinator = std::make_unique<Coordinator>(comm->size(), options.stall_check_seconds,
-                                                options.stall_shutdown_seconds);
-}
-
-void ProcessSet::remove(const std::string& name) {
-  pending.erase(name);
-  std::erase(order, name);
 }
 
 }  // namespace kolo::engine

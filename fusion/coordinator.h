@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/engine/request.h"
+#include "fusion/request.h"
 
 namespace kolo::engine {
 
@@ -24,6 +24,9 @@ class Coordinator {
  private:
   // A name every rank has (or has joined past): checked for agreement.
   Response decide_ready(const std::string& name, const std::vector<const Request*>& by_rank) const;
+  // A grouped allreduce whose members are all ready everywhere: one response for all of them.
+  Response decide_group(const std::string& group, const std::vector<std::string>& members,
+                        std::map<std::string, std::vector<const Request*>>& by_name) const;
   void inspect_stalls(const std::map<std::string, std::vector<const Request*>>& pending,
                       const std::vector<bool>& joined, std::vector<Response>& out);
 

@@ -1,0 +1,36 @@
+// Names of Collective and Algorithm, and the parser of algorithm names.
+#include "comm/base/algorithm.h"
+
+#include "comm/base/names.h"
+
+namespace kolo {
+
+const char* collective_name(Collective collective) {
+  static const char* const kNames[] = {"allreduce", "reduce_scatter", "allgather",
+                                       "broadcast", "alltoall",       "barrier"};
+  return kNames[static_cast<int>(collective)];
+}
+
+const char* algorithm_name(Algorithm algorithm) {
+  static const char* const kNames[] = {"auto",        "ring",  "tree", "halving_doubling",
+                                       "low_latency", "direct"};
+  return kNames[static_cast<int>(algorithm)];
+}
+
+Algorithm parse_algorithm(std::string_view text, std::string_view setting) {
+  static const std::array<std::pair<const char*, Algorithm>, 6> kTable{
+      {{"auto", Algorithm::kAuto},
+       {"ring", Algorithm::kRing},
+       {"tree", Algorithm::kTree},
+       {"halving_doubling", Algorithm::kHalvingDoubling},
+       {"low_latency", Algorithm::kLowLatency},
+       {"direct", Algorithm::kDirect}}};
+  // Names of algorithms kolo does not have yet get a message that says so.
+  const std::string lower = detail::lower_case(text);
+  KOLO_CHECK_ARG(lower != "hierarchical" && lower != "mpi" && lower != "gloo", setting, "='", text,
+                 "' is not implemented in this version of kolo; accepted: ",
+                 detail::accepted_names(kTable));
+  return detail::parse_name(text, setting, "algorithm", kTable);
+}
+
+}  // namespace kolo

@@ -1,0 +1,252 @@
+// Engine: submission from any thread, and the background loop. Each cycle, per process set:
+//   1. every rank marks the cache positions of its pending requests; one MIN-allreduce of those
+//      bytes (plus flags: nobody has uncached work, somebody joined, nobody shuts down) gives
+//      the tensors ready everywhere;
+//   2. if any rank has uncached work or has joined, ranks allgather their pending requests;
+//      rank 0's Coordinator decides and broadcasts the ordered responses;
+//   3. every rank executes cache hits, then the responses, identically (executor.cc).
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "comm/base/log.h"
+#include "fusion/engine_impl.h"
+
+namespace kolo::engine {
+
+using Clock = std::chrono::steady_clock;
+// A submission burst has ended when nothing new arrived for this long.
+constexpr auto kBurstGap = std::chrono::microseconds(10);
+
+Engine::Impl::Impl(std::shared_ptr<Communicator> comm, EngineOptions opts)
+    : world_(std::move(comm)), options_(std::move(opts)) {
+  sets_.push_back(std::make_shared<ProcessSet>(0, world_->split(0, world_->rank()), options_));
+  if (!options_.timeline_path.empty()) {
+    timeline_.start(timeline::timeline_path_for_rank(options_.timeline_path, world_->rank()),
+                    world_->rank());
+  }
+  executor_ = std::make_unique<Executor>(options_, &timeline_, &stats_);
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::Impl::~Impl() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  timeline_.stop();
+}
+
+Handle Engine::Impl::submit(Request request, TensorView input, TensorView output, int set) {
+  auto state = std::make_shared<Handle::State>();
+  KOLO_CHECK_ARG(input.device < 0 && output.device < 0, "tensor '", request.name,
+                 "' is in device memory (device ", std::max(input.device, output.device),
+                 "); this build of kolo handles host tensors only");
+  KOLO_CHECK_ARG(input.data != nullptr || input.count() == 0, "tensor '", request.name,
+                 "' has no data");
+  std::lock_guard<std::mutex> lock(mutex_);
+  KOLO_CHECK_ARG(set >= 0 && set < static_cast<int>(sets_.size()) && sets_[set], "process set ",
+                 set, " does not exist on rank ", world_->rank());
+  if (dead_) {
+    state->fail(ErrorCode::kPeerLost, "engine stopped: " + death_);
+    return Handle(state);
+  }
+  auto& previous = active_[set][request.name];
+  KOLO_CHECK_ARG(!previous || previous->is_done(), "tensor '", request.name,
+                 "' is already pending on rank ", world_->rank(),
+                 " (duplicate name; wait for the first op before reusing it)");
+  previous = state;
+  timeline_.begin(request.name, "NEGOTIATE");
+  queue_.push_back({set, Pending{std::move(request), input, output, state}});
+  wake_.notify_one();
+  return Handle(state);
+}
+
+void Engine::Impl::loop() {
+  // Microsecond sleeps need a small timer slack (the default 50 us would dominate them).
+  ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  auto idle_wait = std::chrono::microseconds(0);
+  while (true) {
+    std::vector<std::shared_ptr<ProcessSet>> sets;
+    bool stopping;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait_for(lock, idle_wait, [&] { return stopping_ || !queue_.empty(); });
+      take_queue(lock);
+      sets = sets_;
+      stopping = stopping_;
+    }
+    bool busy = false;
+    try {
+      for (auto& set : sets)
+        if (set && set->comm) busy = cycle(*set) || busy;
+    } catch (const std::exception& e) {
+      fail_everything(e.what());
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& [id, names] : active_)
+        std::erase_if(names, [](const auto& entry) { return entry.second->is_done(); });
+    }
+    if (stopping) {
+      fail_everything("the engine was shut down");
+      return;
+    }
+    ++stats_.cycles;
+    // Idle ranks still take part in cycles that busy ranks start, a few ms apart at most.
+    idle_wait = busy ? std::chrono::microseconds(0)
+                     : std::min(idle_wait * 2 + std::chrono::microseconds(50),
+                                std::chrono::microseconds(5000));
+  }
+}
+
+void Engine::Impl::take_queue(std::unique_lock<std::mutex>& lock) {
+  if (!queue_.empty() && options_.cycle_time_ms > 0) {
+    // Batch a burst of submissions: wait while they keep coming, at most the cycle time.
+    const auto limit =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double, std::milli>(options_.cycle_time_ms));
+    size_t seen = queue_.size();
+    for (auto quiet_since = Clock::now(); Clock::now() < limit;) {
+      lock.unlock();
+      std::this_thread::yield();  // lets the submitting threads run on a busy core
+      lock.lock();
+      if (queue_.size() != seen) {
+        seen = queue_.size();
+        quiet_since = Clock::now();
+      } else if (Clock::now() - quiet_since >= kBurstGap) {
+        break;
+      }
+    }
+  }
+  for (auto& [set, p] : queue_) {
+    ProcessSet& ps = *sets_[static_cast<size_t>(set)];
+    ps.order.push_back(p.request.name);
+    if (p.request.type == OpType::kJoin) {
+      ps.joined = true;
+      ps.join_state = p.state;
+    } else {
+      ps.pending.emplace(p.request.name, std::move(p));
+    }
+  }
+  queue_.clear();
+}
+
+void Engine::Impl::fail_everything(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  dead_ = true;
+  death_ = why;
+  for (auto& set : sets_) {
+    if (!set) continue;
+    for (auto& [name, p] : set->pending) p.state->fail(ErrorCode::kPeerLost, why);
+    set->pending.clear();
+    if (set->join_state) set->join_state->fail(ErrorCode::kPeerLost, why);
+  }
+  for (auto& [set, p] : queue_) p.state->fail(ErrorCode::kPeerLost, why);
+  queue_.clear();
+}
+
+bool Engine::Impl::cycle(ProcessSet& set) {
+  const size_t cap = set.cache.capacity();
+  enum Flag { kNoUncached, kNotJoined, kRunning, kFlags };
+  std::vector<uint8_t> bits(cap + kFlags, 0);
+  bool uncached = false;
+  for (const auto& [name, p] : set.pending) {
+    auto pos = set.cache.lookup(p.request);
+    if (pos)
+      bits[*pos] = 1;
+    else
+      uncached = true;
+  }
+  bits[cap + kNoUncached] = uncached ? 0 : 1;
+  bits[cap + kNotJoined] = set.joined ? 0 : 1;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    bits[cap + kRunning] = stopping_ ? 0 : 1;
+  }
+  set.comm->allreduce(bits.data(), bits.data(), bits.size(), DType::kUInt8, ReduceOp::kMin);
+  if (!bits[cap + kRunning]) throw Error(ErrorCode::kPeerLost, "a rank shut its engine down");
+  const bool someone_joined = !bits[cap + kNotJoined];
+  std::vector<Response> responses;
+  if (!someone_joined)
+    for (size_t pos = 0; pos < cap; ++pos)
+      if (bits[pos]) responses.push_back(set.cache.at(pos));
+  stats_.cache_hits += responses.size();
+  const size_t hits = responses.size();
+  if (!bits[cap + kNoUncached] || someone_joined) {
+    std::set<std::string> hit;
+    for (const auto& r : responses) hit.insert(r.names[0]);
+    auto negotiated = negotiate(set, set.joined, hit);
+    responses.insert(responses.end(), negotiated.begin(), negotiated.end());
+  }
+  if (responses.empty()) return !set.pending.empty() || set.joined;
+  if (timeline_.active())  // agreed everywhere: each tensor now waits for its turn
+    for (const auto& r : responses)
+      for (const auto& name : r.names)
+        if (set.pending.count(name)) timeline_.transition(name, "NEGOTIATE", "QUEUE");
+  executor_->run(set, responses);
+  for (size_t i = hits; i < responses.size(); ++i) set.cache.put(responses[i]);
+  return true;
+}
+
+std::vector<Response> Engine::Impl::negotiate(ProcessSet& set, bool joined,
+                                              const std::set<std::string>& skip) {
+  ++stats_.negotiations;
+  Communicator& comm = *set.comm;
+  std::vector<Request> mine;
+  for (const auto& name : set.order)
+    if (auto it = set.pending.find(name); it != set.pending.end() && !skip.count(name))
+      mine.push_back(it->second.request);
+  std::string bytes = encode_requests(mine, joined);
+  const size_t n = static_cast<size_t>(comm.size());
+  int64_t my_size = static_cast<int64_t>(bytes.size());
+  std::vector<int64_t> sizes(n);
+  comm.allgather(&my_size, sizes.data(), 1, DType::kInt64);
+  std::vector<size_t> counts(sizes.begin(), sizes.end());
+  std::string all(std::accumulate(counts.begin(), counts.end(), size_t{0}), '\0');
+  comm.allgatherv(bytes.data(), bytes.size(), all.data(), counts, DType::kUInt8);
+  std::string reply;
+  if (set.coordinator) {
+    std::vector<std::vector<Request>> lists(n);
+    std::vector<bool> joins(n);
+    size_t at = 0;
+    for (size_t r = 0; r < n; ++r) {
+      bool j = false;
+      lists[r] = decode_requests(all.substr(at, counts[r]), &j);
+      joins[r] = j;
+      at += counts[r];
+      if (timeline_.active())
+        for (const auto& q : lists[r]) timeline_.instant(q.name, "ready rank " + std::to_string(r));
+    }
+    reply = encode_responses(set.coordinator->decide(lists, joins));
+  }
+  int64_t reply_size = static_cast<int64_t>(reply.size());
+  comm.broadcast(&reply_size, 1, DType::kInt64, 0);
+  reply.resize(static_cast<size_t>(reply_size));
+  comm.broadcast(reply.data(), reply.size(), DType::kUInt8, 0);
+  return decode_responses(reply);
+}
+
+int Engine::Impl::add_process_set(const std::vector<int>& ranks) {
+  const bool member = std::find(ranks.begin(), ranks.end(), world_->rank()) != ranks.end();
+  int id;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    id = static_cast<int>(sets_.size());
+  }
+  auto comm = world_->split(member ? 1 : kUndefinedColor, world_->rank());
+  std::lock_guard<std::mutex> lock(mutex_);
+  sets_.push_back(member ? std::make_shared<ProcessSet>(id, comm, options_) : nullptr);
+  return id;
+}
+
+std::string Engine::Impl::next_barrier_name(int set) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return "barrier." + std::to_string(barriers_[set]++);
+}
+
+}  // namespace kolo::engine

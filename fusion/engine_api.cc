@@ -1,0 +1,127 @@
+// Engine's public methods: argument checks on the caller's thread, then a Request for the loop.
+#include <numeric>
+
+#include "fusion/engine_impl.h"
+
+namespace kolo::engine {
+namespace {
+
+Request make_request(const std::string& name, OpType type, const TensorView& t,
+                     const OpOptions& o) {
+  Request r;
+  r.name = name;
+  r.type = type;
+  r.dtype = t.dtype;
+  r.shape = t.shape;
+  r.op = o.op;
+  r.prescale = o.prescale;
+  r.postscale = o.postscale;
+  r.compression = o.compression;
+  r.root = o.root;
+  r.splits = o.splits;
+  return r;
+}
+
+}  // namespace
+
+Engine::Engine(std::shared_ptr<Communicator> comm, EngineOptions options)
+    : impl_(std::make_unique<Impl>(std::move(comm), std::move(options))) {}
+
+Engine::~Engine() = default;
+
+Handle Engine::allreduce(const std::string& name, TensorView input, TensorView output,
+                         const OpOptions& options) {
+  KOLO_CHECK_ARG(input.count() == output.count() && input.dtype == output.dtype, "allreduce of '",
+                 name, "': output must match the input's dtype and size");
+  return impl_->submit(make_request(name, OpType::kAllreduce, input, options), input, output,
+                       options.process_set);
+}
+
+std::vector<Handle> Engine::grouped_allreduce(const std::vector<std::string>& names,
+                                              const std::vector<TensorView>& tensors,
+                                              const OpOptions& options) {
+  KOLO_CHECK_ARG(!names.empty() && names.size() == tensors.size(),
+                 "grouped_allreduce needs one name per tensor (", names.size(), " names, ",
+                 tensors.size(), " tensors)");
+  // The group is known by its first member's name (unique while pending) and its size; the
+  // coordinator releases it only when every member is ready on every rank.
+  std::vector<Handle> handles;
+  for (size_t i = 0; i < names.size(); ++i) {
+    Request r = make_request(names[i], OpType::kAllreduce, tensors[i], options);
+    r.group = names[0];
+    r.group_size = static_cast<int32_t>(names.size());
+    handles.push_back(impl_->submit(std::move(r), tensors[i], tensors[i], options.process_set));
+  }
+  return handles;
+}
+
+Handle Engine::allgather(const std::string& name, TensorView input, const OpOptions& options) {
+  return impl_->submit(make_request(name, OpType::kAllgather, input, options), input, {},
+                       options.process_set);
+}
+
+Handle Engine::broadcast(const std::string& name, TensorView tensor, int root,
+                         const OpOptions& options) {
+  OpOptions o = options;
+  o.root = root;
+  return impl_->submit(make_request(name, OpType::kBroadcast, tensor, o), tensor, tensor,
+                       options.process_set);
+}
+
+Handle Engine::alltoall(const std::string& name, TensorView input, const OpOptions& options) {
+  OpOptions o = options;
+  const int n = communicator().size();
+  const int64_t rows = input.shape.empty() ? 1 : input.shape[0];
+  if (o.splits.empty()) {
+    KOLO_CHECK_ARG(rows % n == 0, "alltoall of '", name, "': ", rows,
+                   " rows do not divide evenly over ", n, " ranks; pass splits");
+    o.splits.assign(static_cast<size_t>(n), rows / n);
+  }
+  KOLO_CHECK_EQ(static_cast<int64_t>(o.splits.size()), static_cast<int64_t>(n),
+                ErrorCode::kInvalidArgument, "alltoall of '" + name + "': splits per rank");
+  KOLO_CHECK_EQ(std::accumulate(o.splits.begin(), o.splits.end(), int64_t{0}), rows,
+                ErrorCode::kInvalidArgument, "alltoall of '" + name + "': sum of splits vs rows");
+  return impl_->submit(make_request(name, OpType::kAlltoall, input, o), input, {},
+                       options.process_set);
+}
+
+Handle Engine::reduce_scatter(const std::string& name, TensorView input,
+                              const OpOptions& options) {
+  return impl_->submit(make_request(name, OpType::kReduceScatter, input, options), input, {},
+                       options.process_set);
+}
+
+Handle Engine::barrier(const OpOptions& options) {
+  TensorView none{nullptr, DType::kUInt8, {0}, -1};
+  return impl_->submit(make_request(impl_->next_barrier_name(options.process_set),
+                                    OpType::kBarrier, none, options),
+                       none, none, options.process_set);
+}
+
+Handle Engine::join(const OpOptions& options) {
+  TensorView none{nullptr, DType::kUInt8, {0}, -1};
+  return impl_->submit(make_request("join", OpType::kJoin, none, options), none, none,
+                       options.process_set);
+}
+
+int Engine::add_process_set(const std::vector<int>& ranks) {
+  return impl_->add_process_set(ranks);
+}
+
+void Engine::start_timeline(const std::string& path) {
+  impl_->timeline().start(path, impl_->world().rank());
+}
+
+void Engine::stop_timeline() {
+  impl_->timeline().stop();
+}
+
+EngineStats Engine::stats() const {
+  return impl_->stats();
+}
+
+Communicator& Engine::communicator() const {
+  return impl_->world();
+}
+
+}  // namespace kolo::engine

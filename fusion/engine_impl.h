@@ -1,0 +1,66 @@
+// Engine::Impl, the engine's private state: the submission queue, the process sets, the loop
+// thread and what it drives (executor, timeline, counters). Only fusion/ includes this.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fusion/executor.h"
+#include "fusion/process_set.h"
+#include "fusion/stats.h"
+#include "timeline/timeline.h"
+
+namespace kolo::engine {
+
+class Engine::Impl {
+ public:
+  Impl(std::shared_ptr<Communicator> comm, EngineOptions options);
+  ~Impl();  // stops the loop; pending ops fail
+
+  // Queues an op for the loop. Argument errors throw here, on the caller's thread.
+  Handle submit(Request request, TensorView input, TensorView output, int set);
+  int add_process_set(const std::vector<int>& ranks);
+  // "barrier.<n>": barriers are named by their sequence number in the set, the same on every
+  // rank.
+  std::string next_barrier_name(int set);
+
+  Communicator& world() const { return *world_; }
+  timeline::Timeline& timeline() { return timeline_; }
+  EngineStats stats() const { return stats_.snapshot(); }
+
+ private:
+  void loop();
+  // Moves the queue into the process sets; false when the loop should stop.
+  void take_queue(std::unique_lock<std::mutex>& lock);
+  bool cycle(ProcessSet& set);
+  std::vector<Response> negotiate(ProcessSet& set, bool joined, const std::set<std::string>& skip);
+  void fail_everything(const std::string& why);
+
+  std::shared_ptr<Communicator> world_;
+  const EngineOptions options_;
+  timeline::Timeline timeline_;
+  StatCounters stats_;
+
+  // Guards everything below: shared between submitting threads and the loop.
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::pair<int, Pending>> queue_;
+  // Names submitted and not finished, per set: a name may be reused once its op is done.
+  std::map<int, std::map<std::string, std::shared_ptr<Handle::State>>> active_;
+  std::vector<std::shared_ptr<ProcessSet>> sets_;  // null where this rank is not a member
+  std::map<int, uint64_t> barriers_;               // per set: barriers submitted so far
+  bool stopping_ = false, dead_ = false;
+  std::string death_;
+
+  std::unique_ptr<Executor> executor_;  // the loop thread's alone
+  std::thread thread_;
+};
+
+}  // namespace kolo::engine

@@ -1,0 +1,22 @@
+// EngineOptions::from_env: the engine's KOLO_* settings, each checked against its range.
+#include "comm/base/env.h"
+#include "fusion/engine.h"
+
+namespace kolo::engine {
+
+EngineOptions EngineOptions::from_env() {
+  EngineOptions o;
+  o.fusion_threshold = static_cast<size_t>(env::get_int(
+      "KOLO_FUSION_THRESHOLD", static_cast<int64_t>(o.fusion_threshold), 0, int64_t(1) << 34));
+  o.cycle_time_ms = env::get_double("KOLO_CYCLE_TIME_MS", o.cycle_time_ms, 0, 10000);
+  o.cache_capacity = static_cast<size_t>(
+      env::get_int("KOLO_CACHE_CAPACITY", static_cast<int64_t>(o.cache_capacity), 0, 1 << 20));
+  o.stall_check_seconds =
+      env::get_double("KOLO_STALL_CHECK_SECONDS", o.stall_check_seconds, 0, 1e9);
+  o.stall_shutdown_seconds =
+      env::get_double("KOLO_STALL_SHUTDOWN_SECONDS", o.stall_shutdown_seconds, 0, 1e9);
+  o.timeline_path = env::get_or("KOLO_TIMELINE", "");
+  return o;
+}
+
+}  // namespace kolo::engine

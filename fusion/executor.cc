@@ -1,0 +1,193 @@
+// Executor: fusion of allreduces (pack with prescale and cast, one collective, unpack with
+// postscale, 1/n for averages and the cast back) and the dispatch of the other ops.
+#include "fusion/executor.h"
+
+#include <cstring>
+
+#include "timeline/timeline.h"
+
+namespace kolo::engine {
+namespace {
+
+bool fusable(const Response& a, const Response& b) {
+  const Request &p = a.params, &q = b.params;
+  return b.kind == Response::Kind::kExecute && b.type == OpType::kAllreduce && p.dtype == q.dtype &&
+         p.op == q.op && p.prescale == q.prescale && p.postscale == q.postscale &&
+         p.compression == q.compression && a.joined == b.joined;
+}
+
+// Bytes that member i of r takes in the fusion buffer (aligned, so vector code stays aligned).
+size_t wire_bytes(const Response& r, size_t i) {
+  return fusion::align_up(static_cast<size_t>(r.counts[i]) *
+                          dtype_size(wire_dtype(r.params.dtype, r.params.compression)));
+}
+
+size_t wire_bytes(const Response& r) {
+  size_t total = 0;
+  for (size_t i = 0; i < r.names.size(); ++i) total += wire_bytes(r, i);
+  return total;
+}
+
+// Calls fn(name, index) for every tensor of every response in `group`, in buffer order.
+template <typename Fn>
+void for_each_tensor(const std::vector<const Response*>& group, Fn fn) {
+  for (const Response* r : group)
+    for (size_t i = 0; i < r->names.size(); ++i) fn(*r, i);
+}
+
+}  // namespace
+
+DType wire_dtype(DType dtype, Compression compression) {
+  const bool floating = dtype == DType::kFloat32 || dtype == DType::kFloat64;
+  if (!floating || compression == Compression::kNone) return dtype;
+  return compression == Compression::kFp16 ? DType::kFloat16 : DType::kBFloat16;
+}
+
+void Executor::run(ProcessSet& set, const std::vector<Response>& responses) {
+  for (size_t i = 0; i < responses.size();) {
+    const Response& r = responses[i];
+    if (r.kind == Response::Kind::kError) {
+      finish(set, r, Status::failure(ErrorCode::kMismatch, r.error));
+      ++i;
+    } else if (r.type != OpType::kAllreduce) {
+      run_single(set, r);
+      ++i;
+    } else if (unfused(r)) {
+      run_unfused(set, r);
+      ++i;
+    } else {
+      // The longest run of compatible allreduces that fits the fusion threshold (a group is
+      // never split, even when it alone is larger).
+      std::vector<const Response*> group{&r};
+      size_t bytes = wire_bytes(r);
+      for (++i; i < responses.size() && fusable(r, responses[i]) && !unfused(responses[i]); ++i) {
+        const size_t more = wire_bytes(responses[i]);
+        if (bytes + more > options_.fusion_threshold) break;
+        group.push_back(&responses[i]);
+        bytes += more;
+      }
+      allreduce_fused(set, group);
+    }
+  }
+}
+
+// Large tensors gain nothing from fusion (their collective already amortises its latency) and
+// would pay two extra copies: they are reduced straight from input to output when nothing
+// needs the pack pass (no scaling, no compression, no joined ranks contributing zeros).
+bool Executor::unfused(const Response& r) const {
+  const Request& p = r.params;
+  return r.kind == Response::Kind::kExecute && r.type == OpType::kAllreduce &&
+         r.names.size() == 1 && r.joined.empty() && p.prescale == 1.0 && p.postscale == 1.0 &&
+         p.compression == Compression::kNone &&
+         static_cast<size_t>(r.counts[0]) * dtype_size(p.dtype) >= kUnfusedBytes;
+}
+
+void Executor::run_unfused(ProcessSet& set, const Response& r) {
+  auto it = set.pending.find(r.names[0]);
+  if (it == set.pending.end()) return;  // this rank joined: nothing to reduce
+  Pending& p = it->second;
+  Communicator& comm = *set.comm;
+  timeline_->end(r.names[0], "QUEUE");
+  {
+    timeline::Span span(timeline_, r.names[0], "ALLREDUCE", [&] {
+      const Algorithm a = comm.choose_algorithm(Collective::kAllreduce, p.input.bytes());
+      return nlohmann::json{{"algorithm", algorithm_name(a)},
+                            {"transport", transport_name(comm.transport())},
+                            {"bytes", p.input.bytes()},
+                            {"tensors", 1}};
+    });
+    comm.allreduce(p.input.data, p.output.data, p.input.count(), p.request.dtype, p.request.op);
+  }
+  stats_->bytes_sent += p.input.bytes();
+  stats_->bytes_submitted += p.input.bytes();
+  stats_->responses += 1;
+  finish(set, r, Status::success());
+}
+
+void Executor::allreduce_fused(ProcessSet& set, const std::vector<const Response*>& group) {
+  const Request& p = group[0]->params;
+  const DType wire = wire_dtype(p.dtype, p.compression);
+  size_t total = 0, tensors = 0;
+  for (const Response* r : group) {
+    total += wire_bytes(*r);
+    tensors += r->names.size();
+  }
+  char* buf = buffer_.reserve(total);
+  pack_all(set, group, buf);
+  Communicator& comm = *set.comm;
+  if (timeline_->active()) {
+    const char* algorithm = algorithm_name(comm.choose_algorithm(Collective::kAllreduce, total));
+    for_each_tensor(group, [&](const Response& r, size_t i) {
+      if (!set.pending.count(r.names[i])) return;
+      timeline_->begin(r.names[i], "ALLREDUCE",
+                       {{"algorithm", algorithm},
+                        {"transport", transport_name(comm.transport())},
+                        {"bytes", total},
+                        {"tensors", tensors}});
+    });
+  }
+  const ReduceOp op = p.op == ReduceOp::kAverage ? ReduceOp::kSum : p.op;
+  comm.allreduce(buf, buf, total / dtype_size(wire), wire, op);
+  // Statistics first: a caller may read them as soon as its handle completes.
+  stats_->bytes_sent += total;
+  stats_->responses += tensors;
+  if (tensors > 1) {
+    stats_->fused_collectives += 1;
+    stats_->fused_tensors += tensors;
+  }
+  double post = p.postscale;
+  if (p.op == ReduceOp::kAverage) post /= comm.size();
+  unpack_all(set, group, buf, post);
+  for (const Response* r : group) finish(set, *r, Status::success());
+}
+
+void Executor::pack_all(ProcessSet& set, const std::vector<const Response*>& group, char* buf) {
+  const Request& p = group[0]->params;
+  const DType wire = wire_dtype(p.dtype, p.compression);
+  size_t at = 0;
+  for_each_tensor(group, [&](const Response& r, size_t i) {
+    const std::string& name = r.names[i];
+    const size_t bytes = static_cast<size_t>(r.counts[i]) * dtype_size(wire);
+    auto it = set.pending.find(name);
+    if (it == set.pending.end()) {
+      std::memset(buf + at, 0, bytes);  // this rank joined: it contributes zeros
+    } else {
+      timeline_->transition(name, "QUEUE", "PACK");
+      fusion::pack(buf + at, wire, it->second.input.data, p.dtype, bytes / dtype_size(wire),
+                   p.prescale);
+      timeline_->end(name, "PACK");
+    }
+    std::memset(buf + at + bytes, 0, wire_bytes(r, i) - bytes);
+    at += wire_bytes(r, i);
+  });
+}
+
+void Executor::unpack_all(ProcessSet& set, const std::vector<const Response*>& group,
+                          const char* buf, double postscale) {
+  const Request& p = group[0]->params;
+  const DType wire = wire_dtype(p.dtype, p.compression);
+  size_t at = 0;
+  for_each_tensor(group, [&](const Response& r, size_t i) {
+    const std::string& name = r.names[i];
+    auto it = set.pending.find(name);
+    if (it != set.pending.end()) {
+      timeline_->transition(name, "ALLREDUCE", "UNPACK");
+      fusion::unpack(it->second.output.data, p.dtype, buf + at, wire,
+                     static_cast<size_t>(r.counts[i]), postscale);
+      timeline_->end(name, "UNPACK");
+      stats_->bytes_submitted += it->second.input.bytes();
+    }
+    at += wire_bytes(r, i);
+  });
+}
+
+void Executor::finish(ProcessSet& set, const Response& response, const Status& status) {
+  for (const auto& name : response.names) {
+    auto it = set.pending.find(name);
+    if (it == set.pending.end()) continue;
+    it->second.state->complete(status);
+    set.remove(name);
+  }
+}
+
+}  // namespace kolo::engine

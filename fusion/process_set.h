@@ -1,0 +1,39 @@
+// A process set as the engine's loop holds it: its own communicator, response cache and (on the
+// set's rank 0) coordinator, and the ops submitted on this rank that have not finished.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "fusion/coordinator.h"
+#include "fusion/handle_state.h"
+#include "fusion/request.h"
+#include "fusion/response_cache.h"
+
+namespace kolo::engine {
+
+// A submitted op as this rank holds it.
+struct Pending {
+  Request request;
+  TensorView input, output;
+  std::shared_ptr<Handle::State> state;
+};
+
+struct ProcessSet {
+  int id = 0;
+  std::shared_ptr<Communicator> comm;  // the engine's own: never used by the application
+  ResponseCache cache;
+  std::unique_ptr<Coordinator> coordinator;  // on the set's rank 0
+  std::map<std::string, Pending> pending;    // by name
+  std::vector<std::string> order;            // names in submission order
+  bool joined = false;
+  std::shared_ptr<Handle::State> join_state;
+
+  ProcessSet(int id, std::shared_ptr<Communicator> comm, const EngineOptions& options);
+  void remove(const std::string& name);
+};
+
+}  // namespace kolo::engine
