@@ -111,6 +111,30 @@ TEST(Communicator, EnvironmentSelectsTransportAndRejectsBadValues) {
   ::unsetenv("KOLO_TRANSPORT");
 }
 
+// Names of algorithms kolo does not have yet are refused, naming every accepted value, instead
+// of being accepted and ignored.
+TEST(Communicator, UnimplementedAlgorithmsAreRefusedWithTheAcceptedList) {
+  for (const char* planned : {"hierarchical", "mpi", "gloo", "HIERARCHICAL"}) {
+    ::setenv("KOLO_ALGORITHM", planned, 1);
+    auto m = error_of(
+        [] { run_thread_ranks(2, TransportKind::kShm, [](Communicator&) { return 0; }); },
+        ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find(std::string("KOLO_ALGORITHM='") + planned + "' is not implemented"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("accepted: auto, ring, tree, halving_doubling, low_latency, direct"),
+              std::string::npos)
+        << m;
+  }
+  ::setenv("KOLO_ALGORITHM", "fastest", 1);
+  auto m = error_of(
+      [] { run_thread_ranks(1, TransportKind::kShm, [](Communicator&) { return 0; }); },
+      ErrorCode::kInvalidArgument);
+  EXPECT_NE(m.find("'fastest' is not a valid algorithm; accepted: auto, ring"), std::string::npos)
+      << m;
+  ::unsetenv("KOLO_ALGORITHM");
+}
+
 }  // namespace
 }  // namespace kolo::testing
 

@@ -1,8 +1,6 @@
 // The process's table of alloc_shared regions (memfd + MAP_SHARED mappings).
 #include "comm/transport/shm/shared_buffer.h"
 
-#include "comm/alloc_shared.h"
-
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -37,12 +35,7 @@ SharedRegion find_shared_region(const void* address) {
   return {};
 }
 
-}  // namespace kolo::transport::shm
-
-namespace kolo {
-
-void* alloc_shared(size_t bytes) {
-  using transport::shm::SharedRegion;
+void* allocate_region(size_t bytes) {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   const size_t rounded = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
   const int fd = ::memfd_create("kolo-shared", MFD_CLOEXEC);
@@ -56,15 +49,15 @@ void* alloc_shared(size_t bytes) {
     ::close(fd);
     KOLO_THROW_ERRNO("alloc_shared: mmap of ", rounded, " B");
   }
-  auto& r = transport::shm::registry();
+  auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   r.regions.push_back(SharedRegion{r.next_id++, reinterpret_cast<uint64_t>(p), rounded, fd, 0});
   return p;
 }
 
-void free_shared(void* ptr) {
+void free_region(void* ptr) {
   if (ptr == nullptr) return;
-  auto& r = transport::shm::registry();
+  auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   for (auto it = r.regions.begin(); it != r.regions.end(); ++it) {
     if (it->base != reinterpret_cast<uint64_t>(ptr)) continue;
@@ -77,4 +70,4 @@ void free_shared(void* ptr) {
              " was not allocated by alloc_shared");
 }
 
-}  // namespace kolo
+}  // namespace kolo::transport::shm

@@ -21,4 +21,9 @@ struct SharedRegion {
 // The registered region that contains [address, address + 1), or a region with id 0.
 SharedRegion find_shared_region(const void* address);
 
+// kolo::alloc_shared and kolo::free_shared (comm/alloc_shared.h): a memfd-backed region of at
+// least `bytes`, registered so find_shared_region() knows it; and its release.
+void* allocate_region(size_t bytes);
+void free_region(void* ptr);
+
 }  // namespace kolo::transport::shm

@@ -1,0 +1,140 @@
+// The engine's grouped allreduce (one negotiated unit whose members complete together, and the
+// errors when ranks or members disagree), reduce_scatter with rows that do not divide evenly,
+// and the refusal of device tensors.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+
+#include "fusion/engine.h"
+#include "tests/unit/thread_ranks.h"
+
+namespace kolo::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using engine::Engine;
+using engine::EngineOptions;
+using engine::Handle;
+using engine::OpOptions;
+using engine::TensorView;
+
+std::shared_ptr<Communicator> borrowed(Communicator& comm) {
+  return std::shared_ptr<Communicator>(&comm, [](Communicator*) {});
+}
+
+EngineOptions quick_options() {
+  EngineOptions o;
+  o.stall_check_seconds = 5;
+  o.stall_shutdown_seconds = 2;
+  return o;
+}
+
+TEST(EngineGroup, MembersAreReducedAndCompleteTogether) {
+  run_thread_ranks(3, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(borrowed(comm), quick_options());
+    const int r = comm.rank();
+    // Three members of different sizes, one larger than the unfused limit (128 KiB), and a
+    // fusion threshold smaller than the group: a group is never split.
+    std::vector<std::vector<float>> data{std::vector<float>(5, float(r + 1)),
+                                         std::vector<float>(70000, float(2 * r)),
+                                         std::vector<float>(1, 0.5f)};
+    std::vector<TensorView> views;
+    for (auto& d : data) views.push_back({d.data(), DType::kFloat32, {int64_t(d.size())}});
+    OpOptions avg;
+    avg.op = ReduceOp::kAverage;
+    auto handles = eng.grouped_allreduce({"g.a", "g.b", "g.c"}, views, avg);
+    EXPECT_EQ(handles.size(), 3u);
+    handles[0].check();
+    for (const Handle& h : handles) EXPECT_TRUE(h.done());  // completed with the first
+    EXPECT_FLOAT_EQ(data[0][4], 2.0f);                       // (1 + 2 + 3) / 3
+    EXPECT_FLOAT_EQ(data[1][69999], 2.0f);                   // (0 + 2 + 4) / 3
+    EXPECT_FLOAT_EQ(data[2][0], 0.5f);
+    const auto stats = eng.stats();
+    EXPECT_EQ(stats.fused_collectives, 1u);
+    EXPECT_EQ(stats.fused_tensors, 3u);
+    return 0;
+  });
+}
+
+TEST(EngineGroup, RanksThatGroupDifferentlyGetAnErrorNamingTheGroup) {
+  auto messages = run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(borrowed(comm), quick_options());
+    std::vector<float> a(4, 1.0f), b(4, 1.0f);
+    TensorView va{a.data(), DType::kFloat32, {4}}, vb{b.data(), DType::kFloat32, {4}};
+    std::vector<Handle> handles;
+    if (comm.rank() == 0) {
+      handles = eng.grouped_allreduce({"a", "b"}, {va, vb});
+    } else {
+      handles = {eng.allreduce("a", va, va), eng.allreduce("b", vb, vb)};
+    }
+    handles[0].wait(30s);
+    return handles[0].status().message;
+  });
+  for (const auto& m : messages) {
+    EXPECT_NE(m.find("group mismatch"), std::string::npos) << m;
+    EXPECT_NE(m.find("'a'"), std::string::npos) << m;
+  }
+}
+
+TEST(EngineGroup, MembersWithDifferentDtypesAreRefused) {
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(borrowed(comm), quick_options());
+    std::vector<float> a(4, 1.0f);
+    std::vector<double> b(4, 1.0);
+    auto handles = eng.grouped_allreduce(
+        {"x", "y"}, {{a.data(), DType::kFloat32, {4}}, {b.data(), DType::kFloat64, {4}}});
+    handles[1].wait(30s);
+    const std::string m = handles[1].status().message;
+    EXPECT_FALSE(handles[1].status().ok);
+    EXPECT_NE(m.find("grouped allreduce 'x'"), std::string::npos) << m;
+    EXPECT_NE(m.find("member 'y'"), std::string::npos) << m;
+    return 0;
+  });
+}
+
+// 7 rows of 3 over n ranks: rank p holds rows with value (p + 1) * (row + 1), so row i sums
+// to n(n+1)/2 * (i + 1); ranks get 7 / n rows, the first 7 % n one more.
+TEST(EngineReduceScatter, UnevenRowsWithScaleFactors) {
+  for (int n : {2, 3, 4}) {
+    run_thread_ranks(n, TransportKind::kShm, [n](Communicator& comm) {
+      Engine eng(borrowed(comm), quick_options());
+      const int r = comm.rank();
+      std::vector<double> in(21);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = double(r + 1) * double(i / 3 + 1);
+      OpOptions o;
+      o.prescale = 2.0;
+      o.postscale = 0.25;
+      auto h = eng.reduce_scatter("rs", {in.data(), DType::kFloat64, {7, 3}}, o);
+      h.check();
+      const int base = 7 / n, extra = 7 % n;
+      const int mine = base + (r < extra ? 1 : 0), first = r * base + std::min(r, extra);
+      EXPECT_EQ(h.output_shape(), (std::vector<int64_t>{mine, 3}));
+      const auto* out = reinterpret_cast<const double*>(h.output().data());
+      for (int row = 0; row < mine; ++row)
+        for (int c = 0; c < 3; ++c)
+          EXPECT_DOUBLE_EQ(out[row * 3 + c], 0.5 * n * (n + 1) / 2.0 * (first + row + 1))
+              << "rank " << r << " of " << n << " row " << row;
+      return 0;
+    });
+  }
+}
+
+TEST(EngineDevice, DeviceTensorsAreRefusedNamingTheTensor) {
+  run_thread_ranks(1, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(borrowed(comm), quick_options());
+    float x = 1;
+    TensorView device{&x, DType::kFloat32, {1}, 0};
+    try {
+      eng.allreduce("on_gpu", device, device);
+      ADD_FAILURE() << "a device tensor was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("'on_gpu'"), std::string::npos) << e.what();
+    }
+    return 0;
+  });
+}
+
+}  // namespace
+}  // namespace kolo::testing
