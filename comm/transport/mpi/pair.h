@@ -3,14 +3,8 @@
 // complete strictly in posting order per direction, as the Context rules require.
 #pragma once
 
-// Only MPI's C API is used: keep the deprecated C++ bindings (and their -Wcast-function-type
-// warnings) out of the build.
-#ifndef OMPI_SKIP_MPICXX
-#define OMPI_SKIP_MPICXX 1
-#endif
-#ifndef MPICH_SKIP_MPICXX
-#define MPICH_SKIP_MPICXX 1
-#endif
+// Only MPI's C API is used: comm/CMakeLists.txt defines OMPI_SKIP_MPICXX and MPICH_SKIP_MPICXX,
+// which keep the deprecated C++ bindings (and their warnings) out.
 #include <mpi.h>
 
 #include <cstddef>
