@@ -142,8 +142,7 @@ int run_benchmark(const Options& o) {
   int64_t wrong = 0;
   for (const BenchCase& c : cases) {
     Row row{c,
-            algorithm_name(comm->choose_algorithm(c.coll, c.bytes,
-                                                  CollectiveOptions{o.algorithm})),
+            algorithm_name(comm->choose_algorithm(c.coll, c.bytes, CollectiveOptions{o.algorithm})),
             measure(*comm, kolo, c, buffers, o),
             {}};
     wrong += std::max<int64_t>(row.kolo.wrong, 0);

@@ -12,8 +12,8 @@
 #include "comm/reduce/reduce.h"
 
 #include "comm/alloc_shared.h"
-#include "comm/base/reduce_op.h"
 #include "comm/base/algorithm.h"
+#include "comm/base/reduce_op.h"
 
 namespace kolo::bench {
 namespace {

@@ -9,9 +9,9 @@
 #include <optional>
 #include <string_view>
 
+#include "comm/base/algorithm.h"
 #include "comm/base/dtype.h"
 #include "comm/base/reduce_op.h"
-#include "comm/base/algorithm.h"
 
 namespace kolo::bench {
 

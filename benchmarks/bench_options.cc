@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <limits>
 
-#include "comm/base/error.h"
 #include "comm/base/algorithm.h"
+#include "comm/base/error.h"
 
 namespace kolo::bench {
 namespace {

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "benchmarks/bench_case.h"
+#include "comm/base/algorithm.h"
 #include "comm/base/dtype.h"
 #include "comm/base/reduce_op.h"
-#include "comm/base/algorithm.h"
 #include "comm/base/transport_kind.h"
 
 namespace kolo::bench {

@@ -125,7 +125,8 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
   check_buffer(send, recv_count, "reduce_scatter", "send");
   check_buffer(recv, recv_count, "reduce_scatter", "receive");
   const size_t bytes = recv_count * dtype_size(dtype);
-  Algorithm algorithm = begin(Collective::kReduceScatter, bytes * static_cast<size_t>(size_), options);
+  Algorithm algorithm =
+      begin(Collective::kReduceScatter, bytes * static_cast<size_t>(size_), options);
   if (size_ == 1 || recv_count == 0) {
     copy_if_distinct(recv, send, bytes);
     return;

@@ -102,7 +102,7 @@ std::vector<Response> Coordinator::decide(const std::vector<std::vector<Request>
     }
   std::vector<Response> out;
   std::map<std::string, std::vector<const Request*>> waiting;
-  std::vector<std::string> groups;                           // in order of first appearance
+  std::vector<std::string> groups;                          // in order of first appearance
   std::map<std::string, std::vector<std::string>> members;  // ready members of each group
   for (const auto& name : order) {
     const auto& by_rank = by_name[name];

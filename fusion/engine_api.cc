@@ -85,17 +85,16 @@ Handle Engine::alltoall(const std::string& name, TensorView input, const OpOptio
                        options.process_set);
 }
 
-Handle Engine::reduce_scatter(const std::string& name, TensorView input,
-                              const OpOptions& options) {
+Handle Engine::reduce_scatter(const std::string& name, TensorView input, const OpOptions& options) {
   return impl_->submit(make_request(name, OpType::kReduceScatter, input, options), input, {},
                        options.process_set);
 }
 
 Handle Engine::barrier(const OpOptions& options) {
   TensorView none{nullptr, DType::kUInt8, {0}, -1};
-  return impl_->submit(make_request(impl_->next_barrier_name(options.process_set),
-                                    OpType::kBarrier, none, options),
-                       none, none, options.process_set);
+  return impl_->submit(
+      make_request(impl_->next_barrier_name(options.process_set), OpType::kBarrier, none, options),
+      none, none, options.process_set);
 }
 
 Handle Engine::join(const OpOptions& options) {

@@ -27,9 +27,9 @@ Algorithm parse_algorithm(std::string_view text, std::string_view setting) {
        {"direct", Algorithm::kDirect}}};
   // Names of algorithms kolo does not have yet get a message that says so.
   const std::string lower = detail::lower_case(text);
-  KOLO_CHECK_ARG(lower != "hierarchical" && lower != "mpi" && lower != "gloo", setting, "='", text,
-                 "' is not implemented in this version of kolo; accepted: ",
-                 detail::accepted_names(kTable));
+  KOLO_CHECK_ARG(
+      lower != "hierarchical" && lower != "mpi" && lower != "gloo", setting, "='", text,
+      "' is not implemented in this version of kolo; accepted: ", detail::accepted_names(kTable));
   return detail::parse_name(text, setting, "algorithm", kTable);
 }
 

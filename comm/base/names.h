@@ -17,7 +17,8 @@ namespace kolo::detail {
 template <typename E, size_t N>
 std::string accepted_names(const std::array<std::pair<const char*, E>, N>& table) {
   std::string accepted;
-  for (const auto& entry : table) accepted += (accepted.empty() ? "" : ", ") + std::string(entry.first);
+  for (const auto& entry : table)
+    accepted += (accepted.empty() ? "" : ", ") + std::string(entry.first);
   return accepted;
 }
 

@@ -55,8 +55,8 @@ void pairwise_alltoallv(Context& ctx, const char* send, const std::vector<size_t
 // direct ones need direct_enabled(). send may equal recv.
 void shm_low_latency_allreduce(transport::SharedMemory& ctx, const void* send, void* recv,
                                size_t count, DType dtype, ReduceOp op);
-void shm_direct_allreduce(transport::SharedMemory& ctx, const void* send, void* recv,
-                          size_t count, DType dtype, ReduceOp op);
+void shm_direct_allreduce(transport::SharedMemory& ctx, const void* send, void* recv, size_t count,
+                          DType dtype, ReduceOp op);
 void shm_direct_reduce_scatter(transport::SharedMemory& ctx, const void* send, void* recv,
                                size_t recv_count, DType dtype, ReduceOp op);
 // send is this rank's block (it may be recv's block `rank`: in place). Peers' blocks are read

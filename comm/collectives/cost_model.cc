@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 
-
 namespace kolo::collectives {
 
 CostModel default_cost_model(TransportKind transport) {
@@ -46,7 +45,8 @@ size_t low_latency_limit(size_t small_slot_bytes, int ranks) {
 }
 
 Algorithm choose_allreduce(const TransportTraits& transport, size_t bytes, int ranks) {
-  if (transport.small_slot_bytes > 0 && bytes <= low_latency_limit(transport.small_slot_bytes, ranks))
+  if (transport.small_slot_bytes > 0 &&
+      bytes <= low_latency_limit(transport.small_slot_bytes, ranks))
     return Algorithm::kLowLatency;
   if (transport.direct) return Algorithm::kDirect;
   const CostModel model = default_cost_model(transport.kind);

@@ -162,8 +162,8 @@ void shm_low_latency_allreduce(transport::SharedMemory& ctx, const void* send, v
   if (op == ReduceOp::kAverage) reduce::finish_average(recv, count, dtype, n);
 }
 
-void shm_direct_allreduce(transport::SharedMemory& ctx, const void* send, void* recv,
-                          size_t count, DType dtype, ReduceOp op) {
+void shm_direct_allreduce(transport::SharedMemory& ctx, const void* send, void* recv, size_t count,
+                          DType dtype, ReduceOp op) {
   const int n = ctx.size(), r = ctx.rank();
   const size_t esize = dtype_size(dtype);
   const char* in = static_cast<const char*>(send);

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/base/transport_kind.h"
 #include "comm/base/error.h"
+#include "comm/base/transport_kind.h"
 
 namespace kolo::bootstrap {
 class Store;

@@ -7,9 +7,9 @@
 #include <functional>
 #include <sstream>
 
-#include "tests/common/values.h"
-#include "comm/base/reduce_op.h"
 #include "comm/base/algorithm.h"
+#include "comm/base/reduce_op.h"
+#include "tests/common/values.h"
 
 namespace kolo::testing {
 namespace {

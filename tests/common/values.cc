@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "comm/reduce/reduce.h"
 #include "comm/base/reduce_op.h"
+#include "comm/reduce/reduce.h"
 
 namespace kolo::testing {
 

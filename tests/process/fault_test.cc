@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "comm/base/error.h"
+#include "comm/base/reduce_op.h"
+#include "comm/base/transport_kind.h"
 #include "comm/bootstrap/tcp_store.h"
 #include "comm/net/auth.h"
 #include "comm/net/socket.h"
 #include "tests/process/job.h"
-#include "comm/base/reduce_op.h"
-#include "comm/base/transport_kind.h"
 
 namespace kolo::testing {
 namespace {

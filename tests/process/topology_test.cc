@@ -4,9 +4,9 @@
 
 #include <vector>
 
-#include "tests/process/job.h"
 #include "comm/base/reduce_op.h"
 #include "comm/base/transport_kind.h"
+#include "tests/process/job.h"
 
 namespace kolo::testing {
 namespace {

@@ -69,7 +69,10 @@ TEST(AutoSelection, ShmAroundTheLowLatencyLimit) {
   for (int ranks : {2, 5, 8}) {
     auto points = switch_points(TransportKind::kShm, ranks, 1 << 18);
     // The first multiple of 4 (float32 sizes) above the limit.
-    EXPECT_EQ(points, std::set<size_t>{(collectives::low_latency_limit(transport::shm::kSmallSlotBytes, ranks) / 4 + 1) * 4});
+    EXPECT_EQ(
+        points,
+        std::set<size_t>{
+            (collectives::low_latency_limit(transport::shm::kSmallSlotBytes, ranks) / 4 + 1) * 4});
     check_around(TransportKind::kShm, ranks, points);
   }
 }
@@ -91,7 +94,8 @@ TEST(AutoSelection, ExplicitChoicesThatDoNotFitAreRefused) {
   run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
     EXPECT_EQ(comm.choose_algorithm(Collective::kAllreduce, 8), Algorithm::kLowLatency);
     EXPECT_EQ(comm.choose_algorithm(Collective::kAllreduce, 1 << 20), Algorithm::kDirect);
-    EXPECT_THROW(comm.choose_algorithm(Collective::kAllreduce, 1 << 20, {Algorithm::kLowLatency}), Error);
+    EXPECT_THROW(comm.choose_algorithm(Collective::kAllreduce, 1 << 20, {Algorithm::kLowLatency}),
+                 Error);
     return 0;
   });
 }

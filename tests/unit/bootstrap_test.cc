@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "comm/base/dtype.h"
-#include "comm/base/reduce_op.h"
-#include "comm/base/transport_kind.h"
 #include "comm/base/env.h"
 #include "comm/base/error.h"
+#include "comm/base/reduce_op.h"
+#include "comm/base/transport_kind.h"
 #include "comm/bootstrap/host.h"
 #include "comm/bootstrap/launch_env.h"
 #include "comm/bootstrap/store.h"

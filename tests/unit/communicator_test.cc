@@ -5,13 +5,13 @@
 
 #include <numeric>
 
+#include "comm/base/algorithm.h"
 #include "comm/base/error.h"
+#include "comm/base/reduce_op.h"
+#include "comm/base/transport_kind.h"
 #include "comm/transport/shm/shared_buffer.h"
 #include "tests/unit/expect_error.h"
 #include "tests/unit/thread_ranks.h"
-#include "comm/base/reduce_op.h"
-#include "comm/base/algorithm.h"
-#include "comm/base/transport_kind.h"
 
 namespace kolo::testing {
 namespace {
@@ -116,9 +116,9 @@ TEST(Communicator, EnvironmentSelectsTransportAndRejectsBadValues) {
 TEST(Communicator, UnimplementedAlgorithmsAreRefusedWithTheAcceptedList) {
   for (const char* planned : {"hierarchical", "mpi", "gloo", "HIERARCHICAL"}) {
     ::setenv("KOLO_ALGORITHM", planned, 1);
-    auto m = error_of(
-        [] { run_thread_ranks(2, TransportKind::kShm, [](Communicator&) { return 0; }); },
-        ErrorCode::kInvalidArgument);
+    auto m =
+        error_of([] { run_thread_ranks(2, TransportKind::kShm, [](Communicator&) { return 0; }); },
+                 ErrorCode::kInvalidArgument);
     EXPECT_NE(m.find(std::string("KOLO_ALGORITHM='") + planned + "' is not implemented"),
               std::string::npos)
         << m;
@@ -127,9 +127,9 @@ TEST(Communicator, UnimplementedAlgorithmsAreRefusedWithTheAcceptedList) {
         << m;
   }
   ::setenv("KOLO_ALGORITHM", "fastest", 1);
-  auto m = error_of(
-      [] { run_thread_ranks(1, TransportKind::kShm, [](Communicator&) { return 0; }); },
-      ErrorCode::kInvalidArgument);
+  auto m =
+      error_of([] { run_thread_ranks(1, TransportKind::kShm, [](Communicator&) { return 0; }); },
+               ErrorCode::kInvalidArgument);
   EXPECT_NE(m.find("'fastest' is not a valid algorithm; accepted: auto, ring"), std::string::npos)
       << m;
   ::unsetenv("KOLO_ALGORITHM");

@@ -47,8 +47,8 @@ TEST(EngineGroup, MembersAreReducedAndCompleteTogether) {
     EXPECT_EQ(handles.size(), 3u);
     handles[0].check();
     for (const Handle& h : handles) EXPECT_TRUE(h.done());  // completed with the first
-    EXPECT_FLOAT_EQ(data[0][4], 2.0f);                       // (1 + 2 + 3) / 3
-    EXPECT_FLOAT_EQ(data[1][69999], 2.0f);                   // (0 + 2 + 4) / 3
+    EXPECT_FLOAT_EQ(data[0][4], 2.0f);                      // (1 + 2 + 3) / 3
+    EXPECT_FLOAT_EQ(data[1][69999], 2.0f);                  // (0 + 2 + 4) / 3
     EXPECT_FLOAT_EQ(data[2][0], 0.5f);
     const auto stats = eng.stats();
     EXPECT_EQ(stats.fused_collectives, 1u);

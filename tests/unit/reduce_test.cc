@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "comm/base/error.h"
-#include "tests/unit/reduce_bytes.h"
 #include "comm/base/reduce_op.h"
+#include "tests/unit/reduce_bytes.h"
 
 namespace kolo::reduce {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <thread>
 
+#include "comm/base/transport_kind.h"
 #include "comm/bootstrap/store.h"
 #include "tests/common/sweep.h"
 #include "tests/unit/thread_ranks.h"
-#include "comm/base/transport_kind.h"
 
 namespace kolo::testing {
 namespace {

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "comm/base/error.h"
+#include "comm/base/transport_kind.h"
 #include "comm/bootstrap/mpi_world.h"
 #include "comm/bootstrap/store.h"
-#include "comm/base/transport_kind.h"
 #include "comm/transport/mpi/pair.h"  // and <mpi.h>, without its C++ bindings
 
 namespace kolo::transport::mpi {

@@ -36,6 +36,25 @@ size_t ring_stride(size_t capacity) {
   return sizeof(RingHeader) + capacity;
 }
 
+// ThreadSanitizer tracks happens-before per address. Ranks that are threads of one process map
+// each segment at their own address, so it cannot see that a generation stored through one
+// mapping and loaded through another orders the buffers published with it (which peers then
+// read with plain loads). One process-wide token stands in for every generation word.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+char g_tsan_generation_token;
+void tsan_release_generation() {
+  __tsan_release(&g_tsan_generation_token);
+}
+void tsan_acquire_generation() {
+  __tsan_acquire(&g_tsan_generation_token);
+}
+#else
+void tsan_release_generation() {}
+void tsan_acquire_generation() {}
+#endif
+
 }  // namespace
 
 std::unique_ptr<Context> create(const ContextOptions& options) {
@@ -266,6 +285,7 @@ uint64_t ShmContext::generation() const {
 
 void ShmContext::arrive(uint64_t generation) {
   if (failed()) KOLO_THROW(ErrorCode::kPeerLost, "communicator already failed: ", failure_);
+  tsan_release_generation();
   header(rank_)->generation.store(generation, std::memory_order_release);
   for (int p = 0; p < size_; ++p)
     if (p != rank_) ring_doorbell(header(p));
@@ -283,6 +303,7 @@ uint64_t ShmContext::sync() {
 void ShmContext::wait_generation(uint64_t generation) {
   try {
     wait_for_peers(generation);
+    tsan_acquire_generation();
   } catch (const Error& e) {
     fail(e.what());
     throw;
