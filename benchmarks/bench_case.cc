@@ -9,7 +9,7 @@
 #include <new>
 #include <vector>
 
-#include "comm/reduce/reduce.h"
+#include "comm/base/convert.h"
 
 #include "comm/alloc_shared.h"
 #include "comm/base/algorithm.h"
@@ -31,21 +31,21 @@ T encode(double v) {
 }
 template <>
 Half encode<Half>(double v) {
-  return {reduce::float_to_half(static_cast<float>(v))};
+  return {float_to_half(static_cast<float>(v))};
 }
 template <>
 BFloat16 encode<BFloat16>(double v) {
-  return {reduce::float_to_bfloat16(static_cast<float>(v))};
+  return {float_to_bfloat16(static_cast<float>(v))};
 }
 template <typename T>
 double decode(T v) {
   return static_cast<double>(v);
 }
 double decode(Half v) {
-  return reduce::half_to_float(v.bits);
+  return half_to_float(v.bits);
 }
 double decode(BFloat16 v) {
-  return reduce::bfloat16_to_float(v.bits);
+  return bfloat16_to_float(v.bits);
 }
 
 // Calls f(T{}) with the C++ type that stores `dtype`.

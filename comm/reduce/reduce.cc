@@ -16,8 +16,8 @@
 
 #include "comm/base/env.h"
 #include "comm/base/error.h"
-#include "comm/reduce/kernels.h"
 #include "comm/base/reduce_op.h"
+#include "comm/reduce/kernels.h"
 
 namespace kolo::reduce {
 namespace {

@@ -28,10 +28,4 @@ void combine_with(Isa isa, void* dst, const void* a, const void* b, size_t count
 // data[i] /= divisor (integer types: truncating division, as C++ does).
 void finish_average(void* data, size_t count, DType dtype, int divisor);
 
-// Conversions, round to nearest even; NaN stays NaN, overflow goes to infinity.
-uint16_t float_to_half(float value);
-float half_to_float(uint16_t bits);
-uint16_t float_to_bfloat16(float value);
-float bfloat16_to_float(uint16_t bits);
-
 }  // namespace kolo::reduce

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/base/convert.h"
 #include "comm/base/reduce_op.h"
-#include "comm/reduce/reduce.h"
 
 namespace kolo::testing {
 
@@ -121,8 +121,8 @@ double load(DType dtype, const void* data, size_t i) {
   switch (dtype) {
     case DType::kFloat32: return static_cast<const float*>(data)[i];
     case DType::kFloat64: return static_cast<const double*>(data)[i];
-    case DType::kFloat16: return reduce::half_to_float(static_cast<const uint16_t*>(data)[i]);
-    case DType::kBFloat16: return reduce::bfloat16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::kFloat16: return half_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::kBFloat16: return bfloat16_to_float(static_cast<const uint16_t*>(data)[i]);
     case DType::kInt32: return static_cast<const int32_t*>(data)[i];
     case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
     case DType::kUInt8: return static_cast<const uint8_t*>(data)[i];
@@ -135,10 +135,10 @@ void store(DType dtype, void* data, size_t i, double value) {
     case DType::kFloat32: static_cast<float*>(data)[i] = static_cast<float>(value); break;
     case DType::kFloat64: static_cast<double*>(data)[i] = value; break;
     case DType::kFloat16:
-      static_cast<uint16_t*>(data)[i] = reduce::float_to_half(static_cast<float>(value));
+      static_cast<uint16_t*>(data)[i] = float_to_half(static_cast<float>(value));
       break;
     case DType::kBFloat16:
-      static_cast<uint16_t*>(data)[i] = reduce::float_to_bfloat16(static_cast<float>(value));
+      static_cast<uint16_t*>(data)[i] = float_to_bfloat16(static_cast<float>(value));
       break;
     case DType::kInt32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(value); break;
     case DType::kInt64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(value); break;

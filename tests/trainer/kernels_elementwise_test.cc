@@ -1,6 +1,6 @@
 // Element-wise kernels: GELU within 1e-6 relative of the double-precision exact form, every
 // backward against finite differences, add with aliasing, conversions rounding to nearest even
-// like kolo::reduce, and sum_squares with its nonfinite flag.
+// like kolo::convert's helpers, and sum_squares with its nonfinite flag.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -114,7 +114,7 @@ TEST_P(KernelsElementwise, AddMayAliasItsInputs) {
   testing::expect_close(ta.values(), want, 0, 0, "a += b");
 }
 
-TEST_P(KernelsElementwise, ConvertRoundsToNearestEvenLikeReduce) {
+TEST_P(KernelsElementwise, ConvertRoundsToNearestEven) {
   const DType dt = GetParam();
   const size_t n = 1000;
   auto x = testing::random_values(n, 16, -70000, 70000);

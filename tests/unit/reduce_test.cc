@@ -3,6 +3,7 @@
 // the checks of KOLO_REDUCE_ISA. The scalar helpers (fp16 / bf16 conversions,
 // finish_average) are checked in closed form in reduce_scalar_test.cc.
 #include "comm/reduce/reduce.h"
+#include "comm/base/convert.h"
 
 #include <cpuid.h>
 #include <gtest/gtest.h>
