@@ -3,25 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
 
 #include "comm/base/log.h"
+#include "comm/base/text.h"
 
 namespace kolo::engine {
 namespace {
-
-std::string ranks_text(const std::vector<int>& ranks) {
-  std::ostringstream s;
-  for (size_t i = 0; i < ranks.size(); ++i) s << (i ? ", " : "") << ranks[i];
-  return s.str();
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::ostringstream s;
-  s << "[";
-  for (size_t i = 0; i < shape.size(); ++i) s << (i ? "," : "") << shape[i];
-  return s.str() + "]";
-}
 
 // The first field on which `b` disagrees with `a` for this op type, or "" when they agree.
 std::string disagreement(const Request& a, const Request& b, std::string* va, std::string* vb) {
@@ -175,7 +162,7 @@ Response Coordinator::decide_ready(const std::string& name,
   }
   if (!resp.joined.empty() && ref.type != OpType::kAllreduce) {
     resp.kind = Response::Kind::kError;
-    resp.error = "tensor '" + name + "': ranks " + ranks_text(resp.joined) +
+    resp.error = "tensor '" + name + "': ranks " + join_text(resp.joined) +
                  " have joined; only allreduce continues after join";
   }
   return resp;
@@ -218,8 +205,8 @@ void Coordinator::inspect_stalls(const std::map<std::string, std::vector<const R
     for (int r = 0; r < size_; ++r)
       (by_rank[static_cast<size_t>(r)] || joined[static_cast<size_t>(r)] ? ready : missing)
           .push_back(r);
-    std::string what = "tensor '" + name + "' waits for ranks " + ranks_text(missing) +
-                       " (ready on ranks " + ranks_text(ready) + ") for " +
+    std::string what = "tensor '" + name + "' waits for ranks " + join_text(missing) +
+                       " (ready on ranks " + join_text(ready) + ") for " +
                        detail::concat(std::round(waited * 10) / 10) + " s";
     if (stall_shutdown_seconds_ > 0 && waited >= stall_shutdown_seconds_) {
       Response err;

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "comm/base/text.h"
 #include "fusion/request.h"
 
 namespace kolo::engine {
@@ -94,9 +95,8 @@ Request read_request(Reader& rd) {
 
 std::string Request::signature() const {
   std::ostringstream s;
-  s << op_type_name(type) << " dtype=" << dtype_name(dtype) << " shape=[";
-  for (size_t i = 0; i < shape.size(); ++i) s << (i ? "," : "") << shape[i];
-  s << "] op=" << op_name(op) << " prescale=" << prescale << " postscale=" << postscale
+  s << op_type_name(type) << " dtype=" << dtype_name(dtype) << " shape=" << shape_text(shape)
+    << " op=" << op_name(op) << " prescale=" << prescale << " postscale=" << postscale
     << " compression=" << static_cast<int>(compression) << " root=" << root;
   if (!group.empty()) s << " group=" << group << "/" << group_size;
   return s.str();

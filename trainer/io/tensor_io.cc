@@ -2,10 +2,9 @@
 // kolo::convert (file data may sit at any alignment, which it allows).
 #include "trainer/io/tensor_io.h"
 
-#include <sstream>
-
 #include "comm/base/convert.h"
 #include "comm/base/error.h"
+#include "comm/base/text.h"
 #include "trainer/io/safetensors.h"
 
 namespace kolo::trainer {
@@ -14,20 +13,6 @@ namespace {
 bool is_float(DType dt) {
   return dt == DType::kFloat32 || dt == DType::kFloat16 || dt == DType::kBFloat16 ||
          dt == DType::kFloat64;
-}
-
-std::string join(const std::vector<std::string>& names) {
-  std::ostringstream out;
-  for (size_t i = 0; i < names.size(); ++i) out << (i ? ", " : "") << names[i];
-  return out.str();
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::ostringstream out;
-  out << "[";
-  for (size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
-  out << "]";
-  return out.str();
 }
 
 }  // namespace
@@ -80,9 +65,9 @@ LoadReport load_layout(const std::string& path, const ParamLayout& layout, void*
     if (!known) report.unexpected.push_back(e.name);
   }
   if (strict) {
-    KOLO_CHECK_ARG(report.missing.empty(), path, ": missing tensors: ", join(report.missing));
+    KOLO_CHECK_ARG(report.missing.empty(), path, ": missing tensors: ", join_text(report.missing));
     KOLO_CHECK_ARG(report.unexpected.empty(), path,
-                   ": unexpected tensors: ", join(report.unexpected));
+                   ": unexpected tensors: ", join_text(report.unexpected));
   }
   return report;
 }
