@@ -205,8 +205,11 @@ void Coordinator::inspect_stalls(const std::map<std::string, std::vector<const R
     for (int r = 0; r < size_; ++r)
       (by_rank[static_cast<size_t>(r)] || joined[static_cast<size_t>(r)] ? ready : missing)
           .push_back(r);
-    std::string what = "tensor '" + name + "' waits for ranks " + join_text(missing) +
-                       " (ready on ranks " + join_text(ready) + ") for " +
+    const std::string waiting_for =
+        missing.empty()
+            ? "the other members of its grouped allreduce (ready on every rank)"
+            : "ranks " + join_text(missing) + " (ready on ranks " + join_text(ready) + ")";
+    std::string what = "tensor '" + name + "' waits for " + waiting_for + " for " +
                        detail::concat(std::round(waited * 10) / 10) + " s";
     if (stall_shutdown_seconds_ > 0 && waited >= stall_shutdown_seconds_) {
       Response err;
