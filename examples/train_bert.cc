@@ -1,8 +1,10 @@
 // train_bert: MLM pretraining of BERT on the SpamAssassin mails, then spam/ham sequence
-// classification fine-tuning, in one process; reports masked-LM accuracy, then test accuracy,
-// precision, recall and F1.
-//   build/examples/train_bert [--config examples/configs/bert_tiny.json] [--phase both|pretrain|
-//                             finetune] [--set key=value ...] [--save DIR] [--load FILE]
+// classification fine-tuning, data-parallel over as many processes as the launcher starts
+// (one is fine); reports masked-LM accuracy, then test accuracy, precision, recall and F1, and a
+// summary line per phase. Only rank 0 prints progress.
+//   [mpirun -np N | kolorun -np N] build/examples/train_bert [--config examples/configs/
+//       bert_tiny.json] [--phase both|pretrain|finetune] [--set key=value ...] [--save DIR]
+//       [--load FILE] [--threads N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,13 +20,17 @@
 #include "trainer/data/rng.h"
 #include "trainer/data/spam.h"
 #include "trainer/data/token_batches.h"
+#include "trainer/dist/data_parallel.h"
+#include "trainer/dist/job.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/metrics/classification.h"
 #include "trainer/metrics/progress.h"
 #include "trainer/model/bert.h"
 #include "trainer/train/step_loop.h"
+#include "trainer/train/summary.h"
 
 namespace kt = kolo::trainer;
+using kt::Job;
 
 namespace {
 
@@ -44,7 +50,7 @@ kt::TrainConfig phase_config(const kt::TrainConfig& base, const std::string& pha
   for (const auto& [key, value] : set.json().items())
     kt::apply_override(json, key + "=" + value.dump());
   for (const std::string& o : overrides) kt::apply_override(json, o);
-  kt::TrainConfig config = kt::parse_train_config(json, 1, false);
+  kt::TrainConfig config = kt::parse_train_config(json, base.world_size, false);
   // One model serves both phases: its storage dtype and sequence length are the base config's.
   KOLO_CHECK_EQ(std::string(kolo::dtype_name(config.storage_dtype())),
                 std::string(kolo::dtype_name(base.storage_dtype())),
@@ -65,7 +71,7 @@ kt::BertConfig model_config(const kt::TrainConfig& config) {
   return kt::parse_bert_config(std::string_view(config.kolo.get_string("model", "tiny")));
 }
 
-void check_kolo_keys(const kt::TrainConfig& config) {
+void check_kolo_keys(const kt::TrainConfig& config, bool print) {
   std::vector<std::string> warnings =
       config.kolo.warn_unknown({"model", "seq_len", "seed", "pretrain", "finetune"});
   for (const char* phase : {"pretrain", "finetune"}) {
@@ -73,11 +79,12 @@ void check_kolo_keys(const kt::TrainConfig& config) {
         config.kolo.section(phase).warn_unknown({"epochs", "max_steps", "max_windows", "set"});
     warnings.insert(warnings.end(), more.begin(), more.end());
   }
-  kt::print_config_warnings(warnings);
+  if (print) kt::print_config_warnings(warnings);
 }
 
-void load_weights(kt::Bert& model, const std::string& path) {
+void load_weights(kt::Bert& model, const std::string& path, bool print) {
   const kt::LoadReport report = model.load(path, false);
+  if (!print) return;
   std::printf("train_bert: loaded %zu tensors from %s", report.loaded.size(), path.c_str());
   if (!report.missing.empty())
     std::printf(", %zu missing (kept from the initialisation, e.g. %s)", report.missing.size(),
@@ -88,44 +95,57 @@ void load_weights(kt::Bert& model, const std::string& path) {
   std::printf("\n");
 }
 
+// Training batches are this rank's slice of each global batch (the global order depends on the
+// seed only); evaluation batchers see every example (rank 0 of 1) and are split by batch index.
 kt::TokenBatcherOptions batcher_options(const kt::TrainConfig& config, size_t batch, bool shuffle,
-                                        uint64_t seed) {
+                                        uint64_t seed, const Job* job = nullptr) {
   kt::TokenBatcherOptions o;
-  o.sampler = {batch, shuffle, shuffle, seed, 0, 1};
+  o.sampler = {batch, shuffle, shuffle, seed, job ? job->comm->rank() : 0, job ? job->world() : 1};
   o.seq_len = static_cast<size_t>(config.kolo.get_int("seq_len", 128, kt::Range::closed(8, 512)));
   return o;
 }
 
-void report_mlm(kt::Bert& model, const kt::TokenBatcher& test, kt::ProgressPrinter& progress) {
+void report_mlm(const Job& job, kt::Bert& model, const kt::TokenBatcher& test,
+                kt::ProgressPrinter& progress) {
   model.set_training(false);
-  int64_t correct = 0, counted = 0;
-  double loss = 0;
-  for (size_t b = 0; b < test.batches_per_epoch(); ++b) {
+  double correct = 0, counted = 0, loss = 0;
+  for (size_t b = static_cast<size_t>(job.rank()); b < test.batches_per_epoch();
+       b += static_cast<size_t>(job.world())) {
     const kt::TokenBatch batch = test.batch(b);
-    loss += model.forward(batch) * model.mlm_count();
-    correct += model.mlm_correct();
-    counted += model.mlm_count();
+    loss += double(model.forward(batch)) * model.mlm_count();
+    correct += double(model.mlm_correct());
+    counted += double(model.mlm_count());
   }
   model.set_training(true);
+  // Each rank evaluated the batches b with b % world == rank.
+  const std::vector<double> total = job.sum({loss, correct, counted});
+  loss = total[0];
+  correct = total[1];
+  counted = total[2];
   char line[160];
   std::snprintf(line, sizeof line,
                 "pretrain: test masked-LM loss %.4f, accuracy %.4f (%lld tokens)",
-                counted ? loss / counted : 0.0, counted ? double(correct) / counted : 0.0,
+                counted ? loss / counted : 0.0, counted ? correct / counted : 0.0,
                 static_cast<long long>(counted));
   progress.message(line);
 }
 
-void report_classification(kt::Bert& model, const kt::TokenBatcher& test,
+void report_classification(const Job& job, kt::Bert& model, const kt::TokenBatcher& test,
                            kt::ProgressPrinter& progress) {
   model.set_training(false);
-  kt::ConfusionMatrix matrix(2);
-  for (size_t b = 0; b < test.batches_per_epoch(); ++b) {
+  kt::ConfusionMatrix local(2);
+  for (size_t b = static_cast<size_t>(job.rank()); b < test.batches_per_epoch();
+       b += static_cast<size_t>(job.world())) {
     const kt::TokenBatch batch = test.batch(b);
     model.forward(batch);
     const std::vector<int32_t> predicted = model.predictions();
-    matrix.add(batch.labels.data(), predicted.data(), predicted.size());
+    local.add(batch.labels.data(), predicted.data(), predicted.size());
   }
   model.set_training(true);
+  std::vector<int64_t> counts = local.counts();
+  job.comm->allreduce(counts.data(), counts.data(), counts.size(), kolo::DType::kInt64,
+                      kolo::ReduceOp::kSum);
+  const kt::ConfusionMatrix matrix = kt::ConfusionMatrix::from_counts(2, counts);
   char line[200];
   std::snprintf(line, sizeof line,
                 "finetune: test accuracy %.4f, precision %.4f, recall %.4f, F1 %.4f (%lld mails, "
@@ -135,14 +155,18 @@ void report_classification(kt::Bert& model, const kt::TokenBatcher& test,
   progress.message(line);
 }
 
-// Trains `model` for the phase's epochs on `train`; evaluate() runs after every epoch.
+// Trains `model` for the phase's epochs on `train` (this rank's slice of every global batch);
+// evaluate() runs after every epoch. Ends with the phase's summary line on every rank.
 template <typename Evaluate>
-void train_phase(kt::Bert& model, kt::TokenBatcher& train, const kt::TrainConfig& config,
-                 const std::string& name, Evaluate evaluate) {
+void train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
+                 const kt::TrainConfig& config, const std::string& name, Evaluate evaluate) {
   const kt::JsonSection phase = config.kolo.section(name);
   const int64_t epochs = phase.get_int("epochs", 1, kt::Range::at_least(0));
   const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
   const int64_t per_epoch = static_cast<int64_t>(train.batches_per_epoch()) / accumulation;
+  KOLO_CHECK_ARG(per_epoch > 0 || epochs == 0, name, ": ", train.examples(),
+                 " sequences do not fill one global batch of ", config.batch.train_batch_size,
+                 " (train_batch_size) over ", job.world(), " ranks");
   // max_steps (0: no limit) cuts a phase short, for smoke tests and quick looks.
   const int64_t max_steps = phase.get_int("max_steps", 0, kt::Range::at_least(0));
   const int64_t total =
@@ -150,32 +174,57 @@ void train_phase(kt::Bert& model, kt::TokenBatcher& train, const kt::TrainConfig
   const uint64_t seed =
       kt::mix_seed(static_cast<uint64_t>(config.kolo.get_int("seed", 1, kt::Range::at_least(0))),
                    std::hash<std::string>{}(name));
-  kt::TrainStep step(model, config, total);
-  kt::ProgressPrinter progress;
-  std::printf("%s: %zu sequences, %lld steps of %lld sequences\n", name.c_str(), train.examples(),
-              static_cast<long long>(total), static_cast<long long>(config.batch.train_batch_size));
+  kt::DataParallel parallel(job.comm, model, config.zero);
+  kt::TrainStep step(model, config, total, &parallel);
+  kt::ProgressPrinter progress(kt::ProgressOptions{job.lead() ? stdout : nullptr});
+  const size_t state_bytes = step.model_state_bytes();
+  const size_t formula =
+      kt::zero_formula_bytes(model.num_params(), model.dtype(), config, job.world());
+  if (job.lead())
+    std::printf(
+        "%s: %zu sequences, %lld steps of %lld sequences (%d ranks x %lld x %lld "
+        "accumulation); model state %zu B per rank, ZeRO formula %zu B\n",
+        name.c_str(), train.examples(), static_cast<long long>(total),
+        static_cast<long long>(config.batch.train_batch_size), job.world(),
+        static_cast<long long>(config.batch.micro_batch_size), static_cast<long long>(accumulation),
+        state_bytes, formula);
   kt::StepLoop loop(step, total, config.steps_per_print, progress);
+  double tokens = 0;
+  const auto started = std::chrono::steady_clock::now();
   for (int64_t epoch = 0; epoch < epochs && loop.done() < total; ++epoch) {
     train.set_epoch(static_cast<uint64_t>(epoch));
     loop.run_epoch(
         epoch, std::min(per_epoch, total - loop.done()), accumulation,
         [&](size_t index, float loss_scale) {
-          // A fresh dropout seed per micro-batch (a recompute of the same batch would reuse it).
-          model.set_dropout_seed(kt::mix_seed(seed, static_cast<uint64_t>(epoch), index));
+          // A fresh dropout seed per micro-batch of the job (a recompute of the same batch would
+          // reuse it); ranks hold different micro-batches, so the rank is part of it.
+          const uint64_t global =
+              index * static_cast<uint64_t>(job.world()) + static_cast<uint64_t>(job.rank());
+          model.set_dropout_seed(kt::mix_seed(seed, static_cast<uint64_t>(epoch), global));
           const kt::TokenBatch batch = train.batch(index);
           const float loss = model.forward(batch);
           model.backward(loss_scale);
+          tokens += static_cast<double>(batch.batch) * batch.seq;
           return kt::MicroResult{loss, static_cast<double>(batch.batch) * batch.seq};
         });
     progress.message(name + ": epoch " + std::to_string(epoch + 1) + " done");
     evaluate(progress);
   }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double all_tokens = job.sum({tokens})[0];
+  std::printf("%s\n",
+              kt::format_summary({name, job.world(), config.zero.stage, model.dtype(), loop.done(),
+                                  seconds > 0 ? all_tokens / seconds : 0, state_bytes, formula})
+                  .c_str());
+  std::fflush(stdout);
 }
 
-int run(const Args& args) {
+int run(const Job& job, const Args& args) {
   const auto started = std::chrono::steady_clock::now();
-  const kt::TrainConfig base = kt::load_train_config(args.config, args.overrides);
-  if (args.threads > 0) kt::set_num_threads(args.threads);
+  const kt::TrainConfig base =
+      kt::load_train_config(args.config, args.overrides, job.world(), job.lead());
+  kt::set_num_threads(args.threads > 0 ? args.threads : job.default_threads());
   const std::filesystem::path data_dir =
       args.data_dir.empty() ? kt::default_data_dir() : std::filesystem::path(args.data_dir);
   kt::WordPieceTokenizer tokenizer(kt::Vocab::load(data_dir));
@@ -183,7 +232,7 @@ int run(const Args& args) {
   const kt::Vocab& vocab = tokenizer.vocab();
   const uint64_t seed = static_cast<uint64_t>(base.kolo.get_int("seed", 1, kt::Range::at_least(0)));
 
-  check_kolo_keys(base);
+  check_kolo_keys(base, job.lead());
   kt::BertConfig bert = model_config(base);
   bert.num_labels = 2;
   const kt::TrainConfig pre = phase_config(base, "pretrain", args.overrides);
@@ -191,37 +240,43 @@ int run(const Args& args) {
   const size_t seq = batcher_options(base, 1, false, 0).seq_len;
   kt::Bert model(kt::cpu_backend(), bert, base.storage_dtype(),
                  static_cast<int>(pre.batch.micro_batch_size), static_cast<int>(seq), seed);
-  std::printf("train_bert: BERT L%d/H%d/A%d, %zu parameters, %s, %zu train / %zu test mails\n",
-              bert.layers, bert.hidden, bert.heads, model.num_params(),
-              kolo::dtype_name(model.dtype()), corpus.train.size(), corpus.test.size());
-  if (!args.load.empty()) load_weights(model, args.load);
-  if (!args.save_dir.empty()) std::filesystem::create_directories(args.save_dir);
+  if (job.lead())
+    std::printf(
+        "train_bert: BERT L%d/H%d/A%d, %zu parameters, %s, %zu train / %zu test mails, "
+        "%d rank(s)\n",
+        bert.layers, bert.hidden, bert.heads, model.num_params(), kolo::dtype_name(model.dtype()),
+        corpus.train.size(), corpus.test.size(), job.world());
+  if (!args.load.empty()) load_weights(model, args.load, job.lead());
+  // Every rank holds the same weights (DataParallel broadcasts rank 0's): rank 0 saves them.
+  const bool save = !args.save_dir.empty() && job.lead();
+  if (save) std::filesystem::create_directories(args.save_dir);
 
   if (args.phase == "both" || args.phase == "pretrain") {
     const size_t windows = static_cast<size_t>(
         pre.kolo.section("pretrain").get_int("max_windows", 2, kt::Range::at_least(1)));
     kt::TokenBatcher train(kt::mlm_examples(corpus.train, vocab, seq, windows), vocab,
                            kt::TokenTask::kMlm,
-                           batcher_options(pre, pre.batch.micro_batch_size, true, seed));
+                           batcher_options(pre, pre.batch.micro_batch_size, true, seed, &job));
     kt::TokenBatcher test(kt::mlm_examples(corpus.test, vocab, seq, 1), vocab, kt::TokenTask::kMlm,
                           batcher_options(pre, 64, false, seed + 1));
-    train_phase(model, train, pre, "pretrain",
-                [&](kt::ProgressPrinter& p) { report_mlm(model, test, p); });
-    if (!args.save_dir.empty()) model.save(args.save_dir + "/pretrained.safetensors");
+    train_phase(job, model, train, pre, "pretrain",
+                [&](kt::ProgressPrinter& p) { report_mlm(job, model, test, p); });
+    if (save) model.save(args.save_dir + "/pretrained.safetensors");
   }
   if (args.phase == "both" || args.phase == "finetune") {
-    kt::TokenBatcher train(kt::classification_examples(corpus.train, vocab, seq), vocab,
-                           kt::TokenTask::kClassification,
-                           batcher_options(fine, fine.batch.micro_batch_size, true, seed + 2));
+    kt::TokenBatcher train(
+        kt::classification_examples(corpus.train, vocab, seq), vocab,
+        kt::TokenTask::kClassification,
+        batcher_options(fine, fine.batch.micro_batch_size, true, seed + 2, &job));
     kt::TokenBatcher test(kt::classification_examples(corpus.test, vocab, seq), vocab,
                           kt::TokenTask::kClassification, batcher_options(fine, 64, false, 0));
-    train_phase(model, train, fine, "finetune",
-                [&](kt::ProgressPrinter& p) { report_classification(model, test, p); });
-    if (!args.save_dir.empty()) model.save(args.save_dir + "/finetuned.safetensors");
+    train_phase(job, model, train, fine, "finetune",
+                [&](kt::ProgressPrinter& p) { report_classification(job, model, test, p); });
+    if (save) model.save(args.save_dir + "/finetuned.safetensors");
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::printf("train_bert: done in %.1f s\n", seconds);
+  if (job.lead()) std::printf("train_bert: done in %.1f s\n", seconds);
   return 0;
 }
 
@@ -239,10 +294,14 @@ int main(int argc, char** argv) {
   app.add_option("--data", args.data_dir, "data directory (default $KOLO_DATA_DIR or data/)");
   app.add_option("--save", args.save_dir, "write pretrained/finetuned weights (safetensors) here");
   app.add_option("--load", args.load, "start from these weights (safetensors, Hugging Face names)");
-  app.add_option("--threads", args.threads, "OpenBLAS threads (default: OpenBLAS's choice)");
+  app.add_option("--threads", args.threads,
+                 "OpenBLAS threads per rank (default: cores / ranks on this host, at least 1)");
   CLI11_PARSE(app, argc, argv);
   try {
-    return run(args);
+    // Rank and size from the launcher (mpirun, kolorun, torchrun-style variables, Slurm); a
+    // plain start is a job of one.
+    const Job job = Job::from_launcher();
+    return run(job, args);
   } catch (const kolo::Error& e) {
     std::fprintf(stderr, "train_bert: %s\n", e.what());
     return 1;

@@ -1,6 +1,9 @@
 // train_mnist: trains the MLP on the MNIST digits of data/mnist (fp16 mixed precision by
-// default) and reports test accuracy on the held-out split.
-//   build/examples/train_mnist [--config examples/configs/mnist.json] [--set key=value ...]
+// default), data-parallel over as many processes as the launcher starts (one is fine), and
+// reports test accuracy on the held-out split and a summary line. Only rank 0 prints progress.
+//   [mpirun -np N | kolorun -np N] build/examples/train_mnist [--config examples/configs/
+//       mnist.json] [--set key=value ...] [--save FILE] [--threads N]
+#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -13,13 +16,17 @@
 #include "trainer/data/data_files.h"
 #include "trainer/data/mnist.h"
 #include "trainer/data/sampler.h"
+#include "trainer/dist/data_parallel.h"
+#include "trainer/dist/job.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/metrics/classification.h"
 #include "trainer/metrics/progress.h"
 #include "trainer/model/mlp.h"
 #include "trainer/train/step_loop.h"
+#include "trainer/train/summary.h"
 
 namespace kt = kolo::trainer;
+using kt::Job;
 
 namespace {
 
@@ -31,22 +38,26 @@ struct Args {
   int threads = 0;
 };
 
-double evaluate(kt::Mlp& model, const kt::MnistSplit& split, size_t batch) {
+// Rank r evaluates the batches b with b % world == r; the counts are summed over the ranks.
+double evaluate(const Job& job, kt::Mlp& model, const kt::MnistSplit& split, size_t batch) {
   model.set_training(false);
   kt::EpochSampler sampler(split.count, {batch, false, false, 0, 0, 1});
-  int64_t correct = 0;
-  for (size_t b = 0; b < sampler.batches_per_epoch(); ++b) {
+  double correct = 0;
+  for (size_t b = static_cast<size_t>(job.rank()); b < sampler.batches_per_epoch();
+       b += static_cast<size_t>(job.world())) {
     model.forward(kt::make_feature_batch(split, sampler.batch_indices(b)));
-    correct += model.correct();
+    correct += static_cast<double>(model.correct());
   }
   model.set_training(true);
-  return static_cast<double>(correct) / static_cast<double>(split.count);
+  return job.sum({correct})[0] / static_cast<double>(split.count);
 }
 
-int run(const Args& args) {
-  kt::TrainConfig config = kt::load_train_config(args.config, args.overrides);
-  kt::print_config_warnings(config.kolo.warn_unknown({"model", "epochs", "seed", "max_shift"}));
-  if (args.threads > 0) kt::set_num_threads(args.threads);
+int run(const Job& job, const Args& args) {
+  kt::TrainConfig config =
+      kt::load_train_config(args.config, args.overrides, job.world(), job.lead());
+  const auto warnings = config.kolo.warn_unknown({"model", "epochs", "seed", "max_shift"});
+  if (job.lead()) kt::print_config_warnings(warnings);
+  kt::set_num_threads(args.threads > 0 ? args.threads : job.default_threads());
   const std::filesystem::path data_dir =
       args.data_dir.empty() ? kt::default_data_dir() : std::filesystem::path(args.data_dir);
   const kt::MnistData data = kt::load_mnist(data_dir);
@@ -60,37 +71,66 @@ int run(const Args& args) {
   const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
 
   kt::Mlp model(kt::cpu_backend(), mlp, config.storage_dtype(), micro, seed);
-  kt::EpochSampler sampler(data.train.count, {static_cast<size_t>(micro), true, true, seed, 0, 1});
+  // This rank's slice of every global batch; the global order depends on the seed only.
+  kt::EpochSampler sampler(data.train.count,
+                           {static_cast<size_t>(micro), true, true, seed, job.rank(), job.world()});
   const int64_t steps_per_epoch = static_cast<int64_t>(sampler.batches_per_epoch()) / accumulation;
+  KOLO_CHECK_ARG(steps_per_epoch > 0, data.train.count, " training images do not fill one global ",
+                 "batch of ", config.batch.train_batch_size, " (train_batch_size) over ",
+                 job.world(), " ranks");
   const int64_t total = steps_per_epoch * epochs;
-  kt::TrainStep step(model, config, total);
-  std::printf("train_mnist: MLP %s, %zu parameters, %s, %zu train / %zu test images, %lld steps\n",
-              config.kolo.get_string("model", "784-512-256-10").c_str(), model.num_params(),
-              kolo::dtype_name(model.dtype()), data.train.count, data.test.count,
-              static_cast<long long>(total));
+  kt::DataParallel parallel(job.comm, model, config.zero);
+  kt::TrainStep step(model, config, total, &parallel);
+  const size_t state_bytes = step.model_state_bytes();
+  const size_t formula =
+      kt::zero_formula_bytes(model.num_params(), model.dtype(), config, job.world());
+  if (job.lead())
+    std::printf(
+        "train_mnist: MLP %s, %zu parameters, %s, %zu train / %zu test images, %lld "
+        "steps, %d rank(s); model state %zu B per rank, ZeRO formula %zu B\n",
+        config.kolo.get_string("model", "784-512-256-10").c_str(), model.num_params(),
+        kolo::dtype_name(model.dtype()), data.train.count, data.test.count,
+        static_cast<long long>(total), job.world(), state_bytes, formula);
 
-  kt::ProgressPrinter progress(kt::ProgressOptions{stdout, -1, "samples/s", 30});
+  kt::ProgressPrinter progress(
+      kt::ProgressOptions{job.lead() ? stdout : nullptr, -1, "samples/s", 30});
   kt::StepLoop loop(step, total, config.steps_per_print, progress);
-  kt::Rng rng(seed ^ 0x6d6e697374ULL);  // augmentation shifts
+  double samples = 0;
+  const auto started = std::chrono::steady_clock::now();
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     sampler.set_epoch(static_cast<uint64_t>(epoch));
     loop.run_epoch(epoch, steps_per_epoch, accumulation, [&](size_t index, float loss_scale) {
       auto batch = kt::make_feature_batch(data.train, sampler.batch_indices(index));
+      // Augmentation shifts from the micro-batch's place in the job, not from the rank alone.
+      kt::Rng rng(kt::mix_seed(
+          seed ^ 0x6d6e697374ULL, static_cast<uint64_t>(epoch),
+          index * static_cast<uint64_t>(job.world()) + static_cast<uint64_t>(job.rank())));
       kt::random_shift_images(batch, max_shift, rng);
       const float loss = model.forward(batch);
       model.backward(loss_scale);
+      samples += static_cast<double>(batch.batch);
       return kt::MicroResult{loss, static_cast<double>(batch.batch)};
     });
+    const double accuracy = evaluate(job, model, data.test, 500);
     progress.message("epoch " + std::to_string(epoch + 1) + ": test accuracy " +
-                     std::to_string(evaluate(model, data.test, 500)));
+                     std::to_string(accuracy));
   }
-  const double accuracy = evaluate(model, data.test, 500);
-  std::printf(
-      "train_mnist: test accuracy %.4f (%zu images), %lld steps applied, %lld skipped "
-      "(fp16 overflow)\n",
-      accuracy, data.test.count, static_cast<long long>(step.applied_steps()),
-      static_cast<long long>(step.skipped_steps()));
-  if (!args.save.empty()) {
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double accuracy = evaluate(job, model, data.test, 500);
+  const double all_samples = job.sum({samples})[0];
+  if (job.lead())
+    std::printf(
+        "train_mnist: test accuracy %.4f (%zu images), %lld steps applied, %lld skipped "
+        "(fp16 overflow)\n",
+        accuracy, data.test.count, static_cast<long long>(step.applied_steps()),
+        static_cast<long long>(step.skipped_steps()));
+  // tokens_per_s counts images for this model.
+  std::printf("%s\n", kt::format_summary({"train", job.world(), config.zero.stage, model.dtype(),
+                                          loop.done(), seconds > 0 ? all_samples / seconds : 0,
+                                          state_bytes, formula})
+                          .c_str());
+  if (!args.save.empty() && job.lead()) {
     model.save(args.save, {{"model", "mlp"}, {"test_accuracy", std::to_string(accuracy)}});
     std::printf("train_mnist: weights saved to %s\n", args.save.c_str());
   }
@@ -106,10 +146,11 @@ int main(int argc, char** argv) {
   app.add_option("--set", args.overrides, "override a config key: --set optimizer.params.lr=1e-3");
   app.add_option("--data", args.data_dir, "data directory (default $KOLO_DATA_DIR or data/)");
   app.add_option("--save", args.save, "write the trained weights (safetensors) here");
-  app.add_option("--threads", args.threads, "OpenBLAS threads (default: OpenBLAS's choice)");
+  app.add_option("--threads", args.threads,
+                 "OpenBLAS threads per rank (default: cores / ranks on this host, at least 1)");
   CLI11_PARSE(app, argc, argv);
   try {
-    return run(args);
+    return run(Job::from_launcher(), args);
   } catch (const kolo::Error& e) {
     std::fprintf(stderr, "train_mnist: %s\n", e.what());
     return 1;

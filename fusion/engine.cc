@@ -41,28 +41,49 @@ Engine::Impl::~Impl() {
 }
 
 Handle Engine::Impl::submit(Request request, TensorView input, TensorView output, int set) {
-  auto state = std::make_shared<Handle::State>();
-  KOLO_CHECK_ARG(input.device < 0 && output.device < 0, "tensor '", request.name,
-                 "' is in device memory (device ", std::max(input.device, output.device),
-                 "); this build of kolo handles host tensors only");
-  KOLO_CHECK_ARG(input.data != nullptr || input.count() == 0, "tensor '", request.name,
-                 "' has no data");
+  std::vector<Submission> one;
+  one.push_back({std::move(request), input, output});
+  return submit_all(std::move(one), set, false).front();
+}
+
+std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int set, bool one_state) {
+  // Everything is checked before anything is queued: a refused member leaves no other member
+  // of its group waiting for it.
+  for (const Submission& op : ops) {
+    KOLO_CHECK_ARG(op.input.device < 0 && op.output.device < 0, "tensor '", op.request.name,
+                   "' is in device memory (device ", std::max(op.input.device, op.output.device),
+                   "); this build of kolo handles host tensors only");
+    KOLO_CHECK_ARG(op.input.data != nullptr || op.input.count() == 0, "tensor '", op.request.name,
+                   "' has no data");
+  }
+  std::vector<std::shared_ptr<Handle::State>> states;
+  for (size_t i = 0; i < ops.size(); ++i)
+    states.push_back(one_state && i > 0 ? states[0] : std::make_shared<Handle::State>());
   std::lock_guard<std::mutex> lock(mutex_);
   KOLO_CHECK_ARG(set >= 0 && set < static_cast<int>(sets_.size()) && sets_[set], "process set ",
                  set, " does not exist on rank ", world_->rank());
+  std::vector<Handle> handles(states.begin(), states.end());
   if (dead_) {
-    state->fail(ErrorCode::kPeerLost, "engine stopped: " + death_);
-    return Handle(state);
+    for (auto& state : states) state->fail(ErrorCode::kPeerLost, "engine stopped: " + death_);
+    return handles;
   }
-  auto& previous = active_[set][request.name];
-  KOLO_CHECK_ARG(!previous || previous->is_done(), "tensor '", request.name,
-                 "' is already pending on rank ", world_->rank(),
-                 " (duplicate name; wait for the first op before reusing it)");
-  previous = state;
-  timeline_.begin(request.name, "NEGOTIATE");
-  queue_.push_back({set, Pending{std::move(request), input, output, state}});
+  auto& names = active_[set];
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const std::string& name = ops[i].request.name;
+    auto it = names.find(name);
+    bool pending = it != names.end() && it->second && !it->second->is_done();
+    for (size_t j = 0; j < i; ++j) pending = pending || ops[j].request.name == name;
+    KOLO_CHECK_ARG(!pending, "tensor '", name, "' is already pending on rank ", world_->rank(),
+                   " (duplicate name; wait for the first op before reusing it)");
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    names[ops[i].request.name] = states[i];
+    timeline_.begin(ops[i].request.name, "NEGOTIATE");
+    queue_.push_back(
+        {set, Pending{std::move(ops[i].request), ops[i].input, ops[i].output, states[i]}});
+  }
   wake_.notify_one();
-  return Handle(state);
+  return handles;
 }
 
 void Engine::Impl::loop() {
@@ -76,7 +97,7 @@ void Engine::Impl::loop() {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait_for(lock, idle_wait, [&] { return stopping_ || !queue_.empty(); });
       take_queue(lock);
-      sets = sets_;
+      sets.assign(sets_.begin(), sets_.begin() + static_cast<std::ptrdiff_t>(active_sets_));
       stopping = stopping_;
     }
     bool busy = false;
@@ -152,7 +173,9 @@ void Engine::Impl::fail_everything(const std::string& why) {
 
 bool Engine::Impl::cycle(ProcessSet& set) {
   const size_t cap = set.cache.capacity();
-  enum Flag { kNoUncached, kNotJoined, kRunning, kFlags };
+  // kAllHaveNewSet (world set only): every rank has registered a process set that is not
+  // active yet, so all activate it after this same cycle and cycle the sets in lockstep.
+  enum Flag { kNoUncached, kNotJoined, kRunning, kAllHaveNewSet, kFlags };
   std::vector<uint8_t> bits(cap + kFlags, 0);
   bool uncached = false;
   for (const auto& [name, p] : set.pending) {
@@ -166,10 +189,17 @@ bool Engine::Impl::cycle(ProcessSet& set) {
   bits[cap + kNotJoined] = set.joined ? 0 : 1;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    bits[cap + kRunning] = stopping_ ? 0 : 1;
+    // Only the world set, which every rank cycles first in every iteration, decides a stop: a
+    // stop seen in a smaller set would leave the ranks outside it in the next world cycle.
+    bits[cap + kRunning] = set.id == 0 && stopping_ ? 0 : 1;
+    bits[cap + kAllHaveNewSet] = set.id == 0 && sets_.size() > active_sets_ ? 1 : 0;
   }
   set.comm->allreduce(bits.data(), bits.data(), bits.size(), DType::kUInt8, ReduceOp::kMin);
   if (!bits[cap + kRunning]) throw Error(ErrorCode::kPeerLost, "a rank shut its engine down");
+  if (bits[cap + kAllHaveNewSet]) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++active_sets_;  // cycled from the next iteration on, on every rank
+  }
   const bool someone_joined = !bits[cap + kNotJoined];
   std::vector<Response> responses;
   if (!someone_joined)

@@ -45,14 +45,14 @@ std::vector<Handle> Engine::grouped_allreduce(const std::vector<std::string>& na
                  tensors.size(), " tensors)");
   // The group is known by its first member's name (unique while pending) and its size; the
   // coordinator releases it only when every member is ready on every rank.
-  std::vector<Handle> handles;
+  std::vector<Impl::Submission> ops;
   for (size_t i = 0; i < names.size(); ++i) {
     Request r = make_request(names[i], OpType::kAllreduce, tensors[i], options);
     r.group = names[0];
     r.group_size = static_cast<int32_t>(names.size());
-    handles.push_back(impl_->submit(std::move(r), tensors[i], tensors[i], options.process_set));
+    ops.push_back({std::move(r), tensors[i], tensors[i]});
   }
-  return handles;
+  return impl_->submit_all(std::move(ops), options.process_set, true);
 }
 
 Handle Engine::allgather(const std::string& name, TensorView input, const OpOptions& options) {

@@ -24,8 +24,16 @@ class Engine::Impl {
   Impl(std::shared_ptr<Communicator> comm, EngineOptions options);
   ~Impl();  // stops the loop; pending ops fail
 
+  // One op as the caller submits it.
+  struct Submission {
+    Request request;
+    TensorView input, output;
+  };
   // Queues an op for the loop. Argument errors throw here, on the caller's thread.
   Handle submit(Request request, TensorView input, TensorView output, int set);
+  // Queues all of `ops` or, when any is refused, none. one_state: they share one completion
+  // state (a grouped allreduce: every member's handle completes at the same instant).
+  std::vector<Handle> submit_all(std::vector<Submission> ops, int set, bool one_state);
   int add_process_set(const std::vector<int>& ranks);
   // "barrier.<n>": barriers are named by their sequence number in the set, the same on every
   // rank.
@@ -54,8 +62,13 @@ class Engine::Impl {
   std::deque<std::pair<int, Pending>> queue_;
   // Names submitted and not finished, per set: a name may be reused once its op is done.
   std::map<int, std::map<std::string, std::shared_ptr<Handle::State>>> active_;
-  std::vector<std::shared_ptr<ProcessSet>> sets_;  // null where this rank is not a member
-  std::map<int, uint64_t> barriers_;               // per set: barriers submitted so far
+  // Every registered set (null where this rank is not a member). The loop cycles the first
+  // active_sets_ of them: a new set is activated at the same world cycle on every rank (the
+  // world set's negotiation agrees on it), since ranks register it at different moments and
+  // cycling it early on one rank would leave its peers in another collective.
+  std::vector<std::shared_ptr<ProcessSet>> sets_;
+  size_t active_sets_ = 1;
+  std::map<int, uint64_t> barriers_;  // per set: barriers submitted so far
   bool stopping_ = false, dead_ = false;
   std::string death_;
 

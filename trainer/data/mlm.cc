@@ -27,8 +27,25 @@ void MlmMasker::apply(TokenBatch& batch, Rng& rng) const {
   KOLO_CHECK_EQ(batch.attention_mask.size(), n, ErrorCode::kInvalidArgument,
                 "MLM attention_mask size");
   batch.mlm_labels.assign(n, kIgnoreIndex);
+  for (size_t row = 0; row < static_cast<size_t>(batch.batch); ++row) mask_row(batch, row, rng);
+}
+
+void MlmMasker::apply_per_row(TokenBatch& batch, const std::function<Rng(size_t row)>& rng) const {
+  const size_t n = static_cast<size_t>(batch.batch) * static_cast<size_t>(batch.seq);
+  KOLO_CHECK_EQ(batch.input_ids.size(), n, ErrorCode::kInvalidArgument, "MLM input_ids size");
+  KOLO_CHECK_EQ(batch.attention_mask.size(), n, ErrorCode::kInvalidArgument,
+                "MLM attention_mask size");
+  batch.mlm_labels.assign(n, kIgnoreIndex);
+  for (size_t row = 0; row < static_cast<size_t>(batch.batch); ++row) {
+    Rng row_rng = rng(row);
+    mask_row(batch, row, row_rng);
+  }
+}
+
+void MlmMasker::mask_row(TokenBatch& batch, size_t row, Rng& rng) const {
   const uint64_t regular = static_cast<uint64_t>(vocab_size_ - first_regular_id_);
-  for (size_t i = 0; i < n; ++i) {
+  const size_t seq = static_cast<size_t>(batch.seq);
+  for (size_t i = row * seq; i < (row + 1) * seq; ++i) {
     const int32_t id = batch.input_ids[i];
     if (batch.attention_mask[i] == 0 || !eligible(id)) continue;
     if (rng.uniform() >= options_.select_prob) continue;

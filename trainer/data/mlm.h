@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "trainer/data/batch.h"
@@ -27,10 +28,15 @@ class MlmMasker {
   // Corrupts batch.input_ids in place and sets batch.mlm_labels ([batch * seq]). Positions with
   // attention_mask 0 are padding. The same rng state gives the same masks.
   void apply(TokenBatch& batch, Rng& rng) const;
+  // The same with one generator per row, rng(row): masks that depend on the example only, not
+  // on which other examples share its batch (data-parallel ranks split batches differently).
+  void apply_per_row(TokenBatch& batch, const std::function<Rng(size_t row)>& rng) const;
 
   bool eligible(int32_t id) const { return id >= 0 && id < vocab_size_ && !special_[id]; }
 
  private:
+  void mask_row(TokenBatch& batch, size_t row, Rng& rng) const;
+
   MlmOptions options_;
   int32_t mask_id_;
   int32_t first_regular_id_;

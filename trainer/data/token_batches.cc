@@ -88,11 +88,13 @@ TokenBatcher::TokenBatcher(std::vector<TokenExample> examples, const Vocab& voca
 
 TokenBatch TokenBatcher::batch(size_t index) const {
   const bool mlm = task_ == TokenTask::kMlm;
-  TokenBatch batch = make_token_batch(examples_, sampler_.batch_indices(index), pad_id_,
-                                      options_.seq_len, options_.pad_to_batch_max, !mlm);
+  const std::span<const size_t> indices = sampler_.batch_indices(index);
+  TokenBatch batch = make_token_batch(examples_, indices, pad_id_, options_.seq_len,
+                                      options_.pad_to_batch_max, !mlm);
   if (mlm) {
-    Rng rng(mix_seed(options_.sampler.seed ^ kMlmStream, sampler_.epoch(), index));
-    masker_.apply(batch, rng);
+    masker_.apply_per_row(batch, [&](size_t row) {
+      return Rng(mix_seed(options_.sampler.seed ^ kMlmStream, sampler_.epoch(), indices[row]));
+    });
   }
   return batch;
 }

@@ -58,8 +58,9 @@ class TokenBatcher {
   size_t batches_per_epoch() const { return sampler_.batches_per_epoch(); }
   size_t examples() const { return examples_.size(); }
 
-  // Batch `index` of the current epoch. For MLM the masks come from an Rng seeded by
-  // (seed, epoch, index): the same batch twice gives the same masks, a new epoch new ones.
+  // Batch `index` of the current epoch. For MLM each example's masks come from an Rng seeded by
+  // (seed, epoch, example index): the same batch twice gives the same masks, a new epoch new
+  // ones, and an example is masked alike however the ranks split the global batch.
   TokenBatch batch(size_t index) const;
 
  private:

@@ -41,6 +41,18 @@ void ConfusionMatrix::merge(const ConfusionMatrix& other) {
   total_ += other.total_;
 }
 
+ConfusionMatrix ConfusionMatrix::from_counts(int num_classes, const std::vector<int64_t>& counts) {
+  ConfusionMatrix m(num_classes);
+  KOLO_CHECK_EQ(counts.size(), m.counts_.size(), ErrorCode::kInvalidArgument,
+                "confusion matrix from counts: count of cells");
+  for (size_t i = 0; i < counts.size(); ++i) {
+    KOLO_CHECK_ARG(counts[i] >= 0, "confusion matrix from counts: cell ", i, " is ", counts[i]);
+    m.counts_[i] = counts[i];
+    m.total_ += counts[i];
+  }
+  return m;
+}
+
 void ConfusionMatrix::reset() {
   counts_.assign(counts_.size(), 0);
   total_ = 0;

@@ -21,7 +21,12 @@ class ConfusionMatrix {
   void reset();
 
   int num_classes() const { return num_classes_; }
-  int64_t count(int label, int prediction) const;  // row: true label, column: prediction
+  int64_t count(int label, int prediction) const;
+  // Every count, label-major (num_classes^2 of them): what data-parallel ranks sum to merge
+  // their matrices; from_counts() makes a matrix of such a sum (checked: non-negative).
+  const std::vector<int64_t>& counts() const { return counts_; }
+  static ConfusionMatrix from_counts(
+      int num_classes, const std::vector<int64_t>& counts);  // row: true label, column: prediction
   int64_t total() const { return total_; }
 
   // A metric with an empty denominator is 0 (scikit-learn's zero_division=0).

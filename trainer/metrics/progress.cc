@@ -40,13 +40,15 @@ std::string format_bar(int64_t done, int64_t total, int width) {
 
 ProgressPrinter::ProgressPrinter(ProgressOptions options)
     : options_(std::move(options)),
-      tty_(options_.tty < 0 ? isatty(fileno(options_.out)) == 1 : options_.tty == 1) {}
+      tty_(options_.out != nullptr &&
+           (options_.tty < 0 ? isatty(fileno(options_.out)) == 1 : options_.tty == 1)) {}
 
 ProgressPrinter::~ProgressPrinter() {
   finish();
 }
 
 void ProgressPrinter::report(const ProgressLine& line) {
+  if (options_.out == nullptr) return;
   const std::string fields = format_progress(line, options_.rate_unit);
   if (!tty_) {
     std::fprintf(options_.out, "%s\n", fields.c_str());
@@ -62,6 +64,7 @@ void ProgressPrinter::report(const ProgressLine& line) {
 }
 
 void ProgressPrinter::message(const std::string& text) {
+  if (options_.out == nullptr) return;
   finish();
   std::fprintf(options_.out, "%s\n", text.c_str());
   std::fflush(options_.out);

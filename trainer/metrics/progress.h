@@ -22,7 +22,7 @@ struct ProgressLine {
 };
 
 struct ProgressOptions {
-  std::FILE* out = stdout;
+  std::FILE* out = stdout;             // null: print nothing (data-parallel ranks other than 0)
   int tty = -1;                        // -1: isatty(fileno(out)); 0 plain lines; 1 terminal
   std::string rate_unit = "tokens/s";  // or "samples/s"
   int bar_width = 30;

@@ -252,11 +252,21 @@ void Bert::backward(float dloss) {
   const size_t T = size_t(B_) * S_, C = config_.hidden;
   backend().zero(a.gy, T * C * dtype_size(dtype()));
   // Each head scatters its gradient into the rows it read (masked tokens, [CLS] tokens).
+  // The MLM decoder is tied to the word embeddings: that gradient is final only after the
+  // embeddings' own backward, so it is announced with them.
   if (has_mlm_ && M_ > 0) mlm_backward(dloss);
-  if (has_cls_) cls_backward(dloss);
-  for (int l = config_.layers - 1; l >= 0; --l)
+  if (has_mlm_) grads_ready("cls.predictions.");
+  if (has_cls_) {
+    cls_backward(dloss);
+    grads_ready("classifier.");
+    grads_ready("bert.pooler.");
+  }
+  for (int l = config_.layers - 1; l >= 0; --l) {
     layer_backward(l, l > 0 ? a.layers[l - 1].y : a.x0, a.layers[l], a.gy);
+    grads_ready("bert.encoder.layer." + std::to_string(l) + ".");
+  }
   embed_backward(a.gy);
+  grads_ready("bert.embeddings.");
 }
 
 }  // namespace kolo::trainer

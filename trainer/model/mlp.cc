@@ -141,6 +141,7 @@ void Mlp::backward(float dloss) {
     void* dx = i > 0 ? d1_ : nullptr;  // the input needs no gradient
     k.linear_backward(dx, at(grads(), w_[i]), at(grads(), b_[i]), dz, x, at(params(), w_[i]), B_,
                       config_.sizes[i], config_.sizes[i + 1], dt);
+    grads_ready("layers." + std::to_string(i) + ".");
     if (i > 0) {
       // d1_ = d h(i-1) -> d2_ = d z(i-1); the next linear_backward reads d2_, writes d1_.
       k.relu_backward(d2_, d1_, z_[i - 1], size_t(B_) * config_.sizes[i], dt);

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -46,6 +47,13 @@ class Model {
   void set_dropout_seed(uint64_t seed) { dropout_seed_ = seed; }
   uint64_t dropout_seed() const { return dropout_seed_; }
 
+  // Called during backward each time the gradients of a group of tensors are final for this
+  // backward (a head's, an encoder layer's, the embeddings'), with the prefix their Hugging Face
+  // names share ("bert.encoder.layer.3."), so a data-parallel trainer can reduce them while the
+  // backward goes on. The groups, in order, cover every tensor the backward writes.
+  using GradsReadyHook = std::function<void(const std::string& prefix)>;
+  void set_grads_ready_hook(GradsReadyHook hook) { grads_ready_hook_ = std::move(hook); }
+
   // Weights under their Hugging Face names, in the storage dtype.
   void save(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
   // Converts from the file's dtype; shapes must match (see load_layout for `strict`).
@@ -59,6 +67,10 @@ class Model {
   // A pointer `elements` storage-dtype elements into a flat buffer.
   void* at(void* base, size_t elements) const {
     return static_cast<char*>(base) + elements * dtype_size(dtype_);
+  }
+  // Tells the hook (if any) that the tensors named `prefix`... are final for this backward.
+  void grads_ready(const std::string& prefix) const {
+    if (grads_ready_hook_) grads_ready_hook_(prefix);
   }
   // Dropout probability now: 0 in eval mode.
   float dropout_p(float p) const { return training_ ? p : 0.0f; }
@@ -76,6 +88,7 @@ class Model {
   size_t arena_bytes_ = 0;
   bool training_ = true;
   uint64_t dropout_seed_ = 0;
+  GradsReadyHook grads_ready_hook_;
 };
 
 // Carves an arena into 64-byte aligned pieces. A first pass with a null base only measures

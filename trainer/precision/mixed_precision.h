@@ -39,6 +39,11 @@ class MixedPrecision {
   // fp32 gradients of the last unscale_grads (fp32 storage: the grads buffer itself).
   float* master_grads() { return master_grads_; }
 
+  // Bytes this object allocated (fp32 master weights and gradients; 0 for fp32 storage).
+  size_t owned_bytes() const {
+    return (owned_master_.size() + owned_grads_.size()) * sizeof(float);
+  }
+
   // Phase 1: true when any element of grads (storage dtype) is inf or NaN.
   bool check_overflow(const void* grads) const;
 

@@ -10,6 +10,7 @@ StepLoop::StepLoop(TrainStep& step, int64_t total_steps, int64_t steps_per_print
 void StepLoop::run_epoch(int64_t epoch, int64_t steps, int accumulation, const Micro& micro) {
   for (int64_t s = 0; s < steps; ++s) {
     for (int a = 0; a < accumulation; ++a) {
+      step_.begin_micro(a == accumulation - 1);
       const MicroResult r = micro(static_cast<size_t>(s * accumulation + a), step_.loss_scale());
       loss_.add(r.loss);
       meter_.add(r.units);
@@ -20,13 +21,21 @@ void StepLoop::run_epoch(int64_t epoch, int64_t steps, int accumulation, const M
 }
 
 void StepLoop::report(const StepResult& result, int64_t epoch) {
+  // Every rank reaches this on the same steps: the loss is averaged and the rate summed over
+  // the data-parallel ranks, so rank 0 prints the job's figures.
+  double loss = loss_.mean(), rate = meter_.rate();
+  if (DataParallel* dp = step_.data_parallel()) {
+    const std::vector<double> total = dp->sum({loss, rate});
+    loss = total[0] / dp->size();
+    rate = total[1];
+  }
   progress_.report(
       {done_,
        total_,
-       loss_.mean(),
+       loss,
        result.loss_scale,
        result.lr,
-       meter_.rate(),
+       rate,
        {{"epoch", std::to_string(epoch + 1)}, {"skipped", std::to_string(step_.skipped_steps())}}});
   loss_.reset();
 }

@@ -1,12 +1,14 @@
-// One optimizer step of a single-process trainer: after the micro-batches' backward passes it
-// runs the mixed-precision phases (overflow check, loss-scale update, unscale + global norm,
-// clip, update of the fp32 master weights, copy back) and keeps the learning-rate schedule.
+// One optimizer step: after the micro-batches' backward passes it finishes the gradients'
+// reduction across data-parallel ranks (when there are several), then runs the mixed-precision
+// phases (overflow check agreed by every rank, loss-scale update, unscale + global norm, clip,
+// update of the fp32 master weights, copy back) and keeps the learning-rate schedule.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 
 #include "trainer/config/train_config.h"
+#include "trainer/dist/data_parallel.h"
 #include "trainer/model/model.h"
 #include "trainer/optim/optimizer.h"
 #include "trainer/optim/schedule.h"
@@ -26,18 +28,27 @@ class TrainStep {
  public:
   // total_steps fills scheduler.params.total_num_steps when the config leaves it 0, so a
   // decaying schedule spans the whole run by default.
-  TrainStep(Model& model, const TrainConfig& config, int64_t total_steps);
+  // `parallel` (optional, outliving this object) spans the data-parallel ranks.
+  TrainStep(Model& model, const TrainConfig& config, int64_t total_steps,
+            DataParallel* parallel = nullptr);
 
   // What each micro-batch's backward multiplies the loss by (the fp16 loss scale, else 1).
   float loss_scale() const { return scaler_.scale(); }
+  // Before each micro-batch's backward: whether it is the last of this step (the one whose
+  // gradients are reduced across ranks).
+  void begin_micro(bool last_of_step);
   // Call after `accumulation` backward passes: updates the weights (or skips on overflow) and
   // zeroes the gradients for the next step.
   StepResult finish(int accumulation);
+  DataParallel* data_parallel() const { return parallel_; }
 
   int64_t applied_steps() const { return optimizer_->step_count(); }
   int64_t skipped_steps() const { return scaler_.skipped_steps(); }
   double lr() const { return schedule_.lr(optimizer_->step_count()); }
   const DynamicLossScaler& scaler() const { return scaler_; }
+  // Bytes of model state this rank holds: parameters and gradients in the storage dtype, the
+  // fp32 master copy and gradients (half storage), the optimizer's states.
+  size_t model_state_bytes();
 
  private:
   Model& model_;
@@ -46,6 +57,7 @@ class TrainStep {
   DynamicLossScaler scaler_;
   LrSchedule schedule_;
   std::unique_ptr<Optimizer> optimizer_;
+  DataParallel* parallel_;
 };
 
 }  // namespace kolo::trainer

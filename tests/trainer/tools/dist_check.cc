@@ -1,0 +1,180 @@
+// kolo_dist_check: data-parallel training against independent expectations, run under a launcher
+// (ctest: kolorun -np 2 and -np 3). On synthetic spam/ham-like sequences (no data files), BERT
+// with dropout off, fp32, 10 steps:
+//   1. world W with micro-batch b against world 1 with micro-batch W*b (rank 0 trains that
+//      reference alone): every step's loss within 1e-5 relative;
+//   2. world W with one micro-batch of b against world W with 2 accumulation steps of b/2: the
+//      same bound;
+//   3. after training (fp32, fp16 and bf16), the parameters are bit-identical on every rank.
+// Prints one line per check and exits 1 when any fails.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/bootstrap/store.h"
+#include "comm/communicator.h"
+#include "trainer/config/train_config.h"
+#include "trainer/data/rng.h"
+#include "trainer/data/sampler.h"
+#include "trainer/data/token_batches.h"
+#include "trainer/dist/data_parallel.h"
+#include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/model/bert.h"
+#include "trainer/train/train_step.h"
+
+namespace kt = kolo::trainer;
+
+namespace {
+
+constexpr int kSteps = 10;
+constexpr int kSeq = 24;
+constexpr int kVocab = 500;
+
+// Sequences whose label is whether token 7 occurs: learnable, so the loss moves.
+std::vector<kt::TokenExample> synthetic_examples(size_t n) {
+  kt::Rng rng(2024);
+  std::vector<kt::TokenExample> out(n);
+  for (auto& e : out) {
+    const size_t length = 8 + rng.below(kSeq - 8 + 1);
+    e.ids.push_back(101);
+    for (size_t i = 2; i < length; ++i)
+      e.ids.push_back(static_cast<int32_t>(1 + rng.below(kVocab - 1)));
+    e.ids.push_back(102);
+    e.label = 0;
+    for (int32_t id : e.ids) e.label = e.label || id == 7;
+  }
+  return out;
+}
+
+struct Run {
+  std::vector<double> losses;  // the job's mean loss per step
+  uint64_t params_hash = 0;    // FNV-1a of the parameter bytes
+};
+
+uint64_t fnv1a(const void* data, size_t bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < bytes; ++i)
+    h = (h ^ static_cast<const uint8_t*>(data)[i]) * 1099511628211ull;
+  return h;
+}
+
+Run train(std::shared_ptr<kolo::Communicator> comm, int micro, int accumulation, const char* dtype,
+          const std::vector<kt::TokenExample>& examples) {
+  const int world = comm->size();
+  nlohmann::json json = {
+      {"train_batch_size", micro * accumulation * world},
+      {"train_micro_batch_size_per_gpu", micro},
+      {"gradient_accumulation_steps", accumulation},
+      {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 1e-3}, {"weight_decay", 0.01}}}}},
+      {"gradient_clipping", 1.0}};
+  if (std::string(dtype) == "float16")
+    json["fp16"] = {{"enabled", true}, {"initial_scale_power", 8}};
+  if (std::string(dtype) == "bfloat16") json["bf16"] = {{"enabled", true}};
+  const kt::TrainConfig config = kt::parse_train_config(json, world, false);
+  kt::BertConfig bert = kt::parse_bert_config(std::string_view(
+      R"({"preset": "tiny", "vocab_size": 500, "hidden_dropout_prob": 0,
+          "attention_probs_dropout_prob": 0, "num_labels": 2, "mlm_head": false})"));
+  kt::Bert model(kt::cpu_backend(), bert, config.storage_dtype(), micro, kSeq, 7);
+  kt::DataParallel parallel(comm, model, config.zero);
+  kt::TrainStep step(model, config, kSteps, &parallel);
+  kt::EpochSampler sampler(examples.size(),
+                           {static_cast<size_t>(micro), true, true, 3, comm->rank(), world});
+  Run run;
+  for (int s = 0; s < kSteps; ++s) {
+    double loss = 0;
+    for (int a = 0; a < accumulation; ++a) {
+      step.begin_micro(a == accumulation - 1);
+      const size_t index = static_cast<size_t>(s * accumulation + a);
+      const kt::TokenBatch batch =
+          kt::make_token_batch(examples, sampler.batch_indices(index), 0, kSeq, false, true);
+      loss += model.forward(batch);
+      model.backward(step.loss_scale());
+    }
+    step.finish(accumulation);
+    run.losses.push_back(parallel.sum({loss / accumulation})[0] / world);
+  }
+  run.params_hash = fnv1a(model.params(), model.param_bytes());
+  return run;
+}
+
+int failures = 0;
+
+std::string sci(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2e", x);
+  return text;
+}
+
+void check(bool ok, const std::string& what, int rank) {
+  if (rank == 0) std::printf("dist_check: %s %s\n", ok ? "PASS" : "FAIL", what.c_str());
+  failures += ok ? 0 : 1;
+}
+
+// Largest relative difference between two loss curves.
+double worst_relative(const std::vector<double>& a, const std::vector<double>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-30));
+  return worst;
+}
+
+bool same_on_every_rank(kolo::Communicator& comm, uint64_t hash) {
+  std::vector<uint64_t> all(static_cast<size_t>(comm.size()));
+  comm.allgather(&hash, all.data(), 1, kolo::DType::kInt64);
+  for (uint64_t h : all)
+    if (h != all[0]) return false;
+  return true;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    auto comm = kolo::Communicator::init();
+    const int rank = comm->rank(), world = comm->size();
+    kt::set_num_threads(1);
+    const auto examples = synthetic_examples(512);
+
+    const Run dist = train(comm, 8, 1, "float32", examples);
+    // The reference: one process, the whole global batch, no communication.
+    std::vector<double> worst(1, 0.0);
+    if (rank == 0) {
+      auto alone =
+          kolo::Communicator::create(std::make_shared<kolo::bootstrap::MemoryStore>(), 0, 1);
+      const Run reference = train(alone, 8 * world, 1, "float32", examples);
+      worst[0] = worst_relative(dist.losses, reference.losses);
+      std::printf("dist_check: world %d losses %.9f .. %.9f, world 1 %.9f .. %.9f\n", world,
+                  dist.losses.front(), dist.losses.back(), reference.losses.front(),
+                  reference.losses.back());
+    }
+    comm->broadcast(worst.data(), 1, kolo::DType::kFloat64, 0);
+    check(worst[0] <= 1e-5,
+          "world " + std::to_string(world) + " x micro-batch 8 = world 1 x micro-batch " +
+              std::to_string(8 * world) + " (worst relative loss difference " + sci(worst[0]) +
+              ", bound 1e-5)",
+          rank);
+
+    const Run accumulated = train(comm, 4, 2, "float32", examples);
+    const double acc_worst = worst_relative(accumulated.losses, dist.losses);
+    check(acc_worst <= 1e-5,
+          "2 accumulation steps of 4 = 1 micro-batch of 8 (worst relative loss difference " +
+              sci(acc_worst) + ", bound 1e-5)",
+          rank);
+
+    check(same_on_every_rank(*comm, dist.params_hash),
+          "float32 parameters bit-identical on every rank", rank);
+    for (const char* dtype : {"float16", "bfloat16"}) {
+      const Run half = train(comm, 8, 1, dtype, examples);
+      check(same_on_every_rank(*comm, half.params_hash),
+            std::string(dtype) + " parameters bit-identical on every rank", rank);
+    }
+    if (rank == 0) std::printf("dist_check: %d checks failed\n", failures);
+    return failures == 0 ? 0 : 1;
+  } catch (const kolo::Error& e) {
+    std::fprintf(stderr, "dist_check: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,57 @@
+// Data parallelism for the trainer over kolo's engine (ZeRO stage 0): every rank keeps the whole
+// model; as the backward finishes a group of tensors (Model's grads-ready hook), their gradient
+// ranges go to the engine under their Hugging Face names, in the storage dtype, averaged over
+// the ranks, fused up to zero_optimization.reduce_bucket_size. The step's scalars (overflow flag,
+// loss, throughput) are agreed across ranks through the Communicator.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "fusion/engine.h"
+#include "trainer/config/train_config.h"
+#include "trainer/model/model.h"
+
+namespace kolo::trainer {
+
+class DataParallel {
+ public:
+  // `comm` spans the job (size 1: no engine; every call is local). Refuses ZeRO settings this
+  // trainer does not implement, naming the key. The model's parameters are broadcast from
+  // rank 0, so every rank starts from the same bits whatever it loaded.
+  DataParallel(std::shared_ptr<Communicator> comm, Model& model, const ZeroConfig& zero);
+  ~DataParallel();  // detaches the hook
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  int rank() const { return comm_->rank(); }
+  int size() const { return comm_->size(); }
+  Communicator& communicator() const { return *comm_; }
+
+  // Before each micro-batch's backward: only the last one of an accumulation window reduces.
+  void begin_micro(bool last_of_step);
+  // After the last backward of a step: submits what the hook has not (tensors this backward did
+  // not touch, or everything when overlap_comm is off) and waits until every gradient is
+  // averaged over the ranks. Throws the engine's error (a lost rank, a mismatch) otherwise.
+  void finish_reduction();
+
+  // Agreement on scalars: every rank gets the same answer.
+  bool any(bool flag);
+  std::vector<double> sum(std::vector<double> values);
+
+ private:
+  void submit(const std::string& prefix);
+
+  std::shared_ptr<Communicator> comm_;
+  Model& model_;
+  bool overlap_;
+  std::unique_ptr<engine::Engine> engine_;  // null at size 1
+  bool reducing_ = false;                   // this backward ends an accumulation window
+  std::vector<bool> submitted_;             // by tensor index in the layout
+  std::vector<engine::Handle> handles_;
+};
+
+}  // namespace kolo::trainer
