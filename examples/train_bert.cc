@@ -220,24 +220,28 @@ void train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
   std::fflush(stdout);
 }
 
-int run(const Job& job, const Args& args) {
+int run(Job job, const Args& args) {
   const auto started = std::chrono::steady_clock::now();
+  // Every setting is checked before the rendezvous: a bad one stops every rank the same way.
   const kt::TrainConfig base =
       kt::load_train_config(args.config, args.overrides, job.world(), job.lead());
+  check_kolo_keys(base, job.lead());
+  kt::BertConfig bert = model_config(base);
+  bert.num_labels = 2;
+  const kt::TrainConfig pre = phase_config(base, "pretrain", args.overrides);
+  const kt::TrainConfig fine = phase_config(base, "finetune", args.overrides);
+  kt::DataParallel::check(pre.zero);
+  kt::DataParallel::check(fine.zero);
+  const size_t seq = batcher_options(base, 1, false, 0).seq_len;
+  const uint64_t seed = static_cast<uint64_t>(base.kolo.get_int("seed", 1, kt::Range::at_least(0)));
+  job.connect();
+
   kt::set_num_threads(args.threads > 0 ? args.threads : job.default_threads());
   const std::filesystem::path data_dir =
       args.data_dir.empty() ? kt::default_data_dir() : std::filesystem::path(args.data_dir);
   kt::WordPieceTokenizer tokenizer(kt::Vocab::load(data_dir));
   const kt::SpamCorpus corpus = kt::load_spam_corpus(data_dir, tokenizer);
   const kt::Vocab& vocab = tokenizer.vocab();
-  const uint64_t seed = static_cast<uint64_t>(base.kolo.get_int("seed", 1, kt::Range::at_least(0)));
-
-  check_kolo_keys(base, job.lead());
-  kt::BertConfig bert = model_config(base);
-  bert.num_labels = 2;
-  const kt::TrainConfig pre = phase_config(base, "pretrain", args.overrides);
-  const kt::TrainConfig fine = phase_config(base, "finetune", args.overrides);
-  const size_t seq = batcher_options(base, 1, false, 0).seq_len;
   kt::Bert model(kt::cpu_backend(), bert, base.storage_dtype(),
                  static_cast<int>(pre.batch.micro_batch_size), static_cast<int>(seq), seed);
   if (job.lead())
@@ -300,8 +304,7 @@ int main(int argc, char** argv) {
   try {
     // Rank and size from the launcher (mpirun, kolorun, torchrun-style variables, Slurm); a
     // plain start is a job of one.
-    const Job job = Job::from_launcher();
-    return run(job, args);
+    return run(Job::from_launcher(), args);
   } catch (const kolo::Error& e) {
     std::fprintf(stderr, "train_bert: %s\n", e.what());
     return 1;

@@ -52,11 +52,13 @@ double evaluate(const Job& job, kt::Mlp& model, const kt::MnistSplit& split, siz
   return job.sum({correct})[0] / static_cast<double>(split.count);
 }
 
-int run(const Job& job, const Args& args) {
+int run(Job job, const Args& args) {
   kt::TrainConfig config =
       kt::load_train_config(args.config, args.overrides, job.world(), job.lead());
   const auto warnings = config.kolo.warn_unknown({"model", "epochs", "seed", "max_shift"});
   if (job.lead()) kt::print_config_warnings(warnings);
+  kt::DataParallel::check(config.zero);
+  job.connect();  // after every setting is checked: a bad one stops every rank the same way
   kt::set_num_threads(args.threads > 0 ? args.threads : job.default_threads());
   const std::filesystem::path data_dir =
       args.data_dir.empty() ? kt::default_data_dir() : std::filesystem::path(args.data_dir);

@@ -64,7 +64,7 @@ std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int se
                  set, " does not exist on rank ", world_->rank());
   std::vector<Handle> handles(states.begin(), states.end());
   if (dead_) {
-    for (auto& state : states) state->fail(ErrorCode::kPeerLost, "engine stopped: " + death_);
+    for (auto& state : states) state->fail(death_code_, "engine stopped: " + death_);
     return handles;
   }
   auto& names = active_[set];
@@ -104,8 +104,11 @@ void Engine::Impl::loop() {
     try {
       for (auto& set : sets)
         if (set && set->comm) busy = cycle(*set) || busy;
+    } catch (const Error& e) {
+      fail_everything(e.code(), e.message());  // the cause's code: timeout, peer lost, ...
+      return;
     } catch (const std::exception& e) {
-      fail_everything(e.what());
+      fail_everything(ErrorCode::kInternal, e.what());
       return;
     }
     {
@@ -114,7 +117,7 @@ void Engine::Impl::loop() {
         std::erase_if(names, [](const auto& entry) { return entry.second->is_done(); });
     }
     if (stopping) {
-      fail_everything("the engine was shut down");
+      fail_everything(ErrorCode::kPeerLost, "the engine was shut down");
       return;
     }
     ++stats_.cycles;
@@ -157,17 +160,18 @@ void Engine::Impl::take_queue(std::unique_lock<std::mutex>& lock) {
   queue_.clear();
 }
 
-void Engine::Impl::fail_everything(const std::string& why) {
+void Engine::Impl::fail_everything(ErrorCode code, const std::string& why) {
   std::lock_guard<std::mutex> lock(mutex_);
   dead_ = true;
+  death_code_ = code;
   death_ = why;
   for (auto& set : sets_) {
     if (!set) continue;
-    for (auto& [name, p] : set->pending) p.state->fail(ErrorCode::kPeerLost, why);
+    for (auto& [name, p] : set->pending) p.state->fail(code, why);
     set->pending.clear();
-    if (set->join_state) set->join_state->fail(ErrorCode::kPeerLost, why);
+    if (set->join_state) set->join_state->fail(code, why);
   }
-  for (auto& [set, p] : queue_) p.state->fail(ErrorCode::kPeerLost, why);
+  for (auto& [set, p] : queue_) p.state->fail(code, why);
   queue_.clear();
 }
 

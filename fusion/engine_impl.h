@@ -49,7 +49,8 @@ class Engine::Impl {
   void take_queue(std::unique_lock<std::mutex>& lock);
   bool cycle(ProcessSet& set);
   std::vector<Response> negotiate(ProcessSet& set, bool joined, const std::set<std::string>& skip);
-  void fail_everything(const std::string& why);
+  // Fails every pending and queued op, and every later submission, with this error.
+  void fail_everything(ErrorCode code, const std::string& why);
 
   std::shared_ptr<Communicator> world_;
   const EngineOptions options_;
@@ -70,6 +71,7 @@ class Engine::Impl {
   size_t active_sets_ = 1;
   std::map<int, uint64_t> barriers_;  // per set: barriers submitted so far
   bool stopping_ = false, dead_ = false;
+  ErrorCode death_code_ = ErrorCode::kPeerLost;
   std::string death_;
 
   std::unique_ptr<Executor> executor_;  // the loop thread's alone

@@ -18,6 +18,7 @@ const char* error_code_name(ErrorCode code) {
 
 Error::Error(ErrorCode code, const std::string& message)
     : std::runtime_error(std::string("kolo ") + error_code_name(code) + " error: " + message),
-      code_(code) {}
+      code_(code),
+      message_(message) {}
 
 }  // namespace kolo

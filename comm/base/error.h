@@ -26,9 +26,12 @@ class Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message);
   ErrorCode code() const { return code_; }
+  // The message without the "kolo <code> error: " prefix of what(), for passing the error on.
+  const std::string& message() const { return message_; }
 
  private:
   ErrorCode code_;
+  std::string message_;
 };
 
 namespace detail {

@@ -36,6 +36,15 @@ DataParallel::DataParallel(std::shared_ptr<Communicator> comm, Model& model, con
   });
 }
 
+void DataParallel::check(const ZeroConfig& zero) {
+  KOLO_CHECK_ARG(zero.stage == 0, "zero_optimization.stage=", zero.stage,
+                 ": this version of kolo's trainer implements stage 0 (data parallel, every "
+                 "rank keeps the whole model state); accepted: 0");
+  KOLO_CHECK_ARG(zero.reduce_bucket_size > 0,
+                 "zero_optimization.reduce_bucket_size=", zero.reduce_bucket_size,
+                 " is out of range (>= 1 elements)");
+}
+
 DataParallel::~DataParallel() {
   model_.set_grads_ready_hook(nullptr);
 }

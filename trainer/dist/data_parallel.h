@@ -23,6 +23,8 @@ class DataParallel {
   // trainer does not implement, naming the key. The model's parameters are broadcast from
   // rank 0, so every rank starts from the same bits whatever it loaded.
   DataParallel(std::shared_ptr<Communicator> comm, Model& model, const ZeroConfig& zero);
+  // The refusals of the constructor alone, for programs that check settings before connecting.
+  static void check(const ZeroConfig& zero);
   ~DataParallel();  // detaches the hook
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;

@@ -4,12 +4,28 @@
 #include <algorithm>
 #include <thread>
 
+#include "comm/base/error.h"
+#include "comm/bootstrap/launch_env.h"
+
 namespace kolo::trainer {
 
 std::vector<double> sum_over_ranks(Communicator& comm, std::vector<double> values) {
   if (comm.size() > 1)
     comm.allreduce(values.data(), values.data(), values.size(), DType::kFloat64, ReduceOp::kSum);
   return values;
+}
+
+Job Job::from_launcher() {
+  const bootstrap::LaunchInfo info = bootstrap::detect_launch();
+  Job job;
+  job.rank_ = info.rank;
+  job.world_ = info.size;
+  return job;
+}
+
+void Job::connect() {
+  comm = Communicator::init();
+  KOLO_CHECK_EQ(comm->size(), world_, ErrorCode::kInternal, "world size after the rendezvous");
 }
 
 std::vector<double> Job::sum(std::vector<double> values) const {

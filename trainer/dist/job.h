@@ -11,16 +11,25 @@
 namespace kolo::trainer {
 
 struct Job {
-  std::shared_ptr<Communicator> comm;
+  // Rank and size from the launcher's variables alone: settings that depend on the world size
+  // are checked before any connection, so a bad one gives the same error on every rank instead
+  // of a lost rendezvous on ranks that were slower to fail.
+  static Job from_launcher();
+  // The rendezvous (Communicator::init()); needed by everything below but rank(), world(), lead().
+  void connect();
 
-  static Job from_launcher() { return Job{Communicator::init()}; }
-  int rank() const { return comm->rank(); }
-  int world() const { return comm->size(); }
-  bool lead() const { return comm->rank() == 0; }  // the rank that prints progress
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  bool lead() const { return rank_ == 0; }  // the rank that prints progress
   // Element-wise sums over every rank (each rank gets the same result).
   std::vector<double> sum(std::vector<double> values) const;
   // One process per rank: the cores of this host shared out among its ranks, at least 1.
   int default_threads() const;
+
+  std::shared_ptr<Communicator> comm;  // null before connect()
+
+ private:
+  int rank_ = 0, world_ = 1;
 };
 
 // The same sum on any communicator (DataParallel's scalars use it too).
