@@ -290,7 +290,8 @@ TEST(Config, DocumentedExampleParses) {
   TrainConfig c = parse(json::parse(doc.substr(begin + 8, end - begin - 8)), 2);
   EXPECT_EQ(c.batch.gradient_accumulation_steps, 2);
   EXPECT_EQ(c.storage_dtype(), DType::kFloat16);
-  EXPECT_EQ(c.zero.stage, 1);
+  EXPECT_EQ(c.zero.stage, 0);
+  EXPECT_TRUE(c.zero.overlap_comm);
   EXPECT_TRUE(c.warnings.empty());
 }
 
