@@ -177,6 +177,7 @@ void train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
   kt::DataParallel parallel(job.comm, model, config.zero);
   kt::TrainStep step(model, config, total, &parallel);
   kt::ProgressPrinter progress(kt::ProgressOptions{job.lead() ? stdout : nullptr});
+  if (job.lead()) std::printf("%s: %s\n", name.c_str(), parallel.describe().c_str());
   const size_t state_bytes = step.model_state_bytes();
   const size_t formula =
       kt::zero_formula_bytes(model.num_params(), model.dtype(), config, job.world());

@@ -94,6 +94,7 @@ int run(Job job, const Args& args) {
         kolo::dtype_name(model.dtype()), data.train.count, data.test.count,
         static_cast<long long>(total), job.world(), state_bytes, formula);
 
+  if (job.lead()) std::printf("train_mnist: %s\n", parallel.describe().c_str());
   kt::ProgressPrinter progress(
       kt::ProgressOptions{job.lead() ? stdout : nullptr, -1, "samples/s", 30});
   kt::StepLoop loop(step, total, config.steps_per_print, progress);

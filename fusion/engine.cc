@@ -161,6 +161,7 @@ void Engine::Impl::take_queue(std::unique_lock<std::mutex>& lock) {
 }
 
 void Engine::Impl::fail_everything(ErrorCode code, const std::string& why) {
+  KOLO_LOG(kDebug, "engine stops: ", why);
   std::lock_guard<std::mutex> lock(mutex_);
   dead_ = true;
   death_code_ = code;

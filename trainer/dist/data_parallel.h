@@ -1,8 +1,12 @@
-// Data parallelism for the trainer over kolo's engine (ZeRO stage 0): every rank keeps the whole
-// model; as the backward finishes a group of tensors (Model's grads-ready hook), their gradient
-// ranges go to the engine under their Hugging Face names, in the storage dtype, averaged over
-// the ranks, fused up to zero_optimization.reduce_bucket_size. The step's scalars (overflow flag,
-// loss, throughput) are agreed across ranks through the Communicator.
+// Data parallelism for the trainer, ZeRO stages 0 and 1.
+// Stage 0: every rank keeps the whole model state; as the backward finishes a group of tensors
+// (Model's grads-ready hook), their gradient ranges go to kolo's engine under their Hugging Face
+// names, in the storage dtype, averaged over the ranks, fused up to
+// zero_optimization.reduce_bucket_size.
+// Stage 1: the flat buffers are cut into equal blocks (partition.h); at the accumulation boundary
+// the gradients are reduce-scattered (rank r receives block r averaged), each rank updates the
+// master weights and optimizer states of its block only, and the updated 16-bit parameters are
+// allgathered. The step's scalars (overflow flag, norm, loss, throughput) are agreed across ranks.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +17,7 @@
 #include "comm/communicator.h"
 #include "fusion/engine.h"
 #include "trainer/config/train_config.h"
+#include "trainer/dist/partition.h"
 #include "trainer/model/model.h"
 
 namespace kolo::trainer {
@@ -32,6 +37,11 @@ class DataParallel {
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
   Communicator& communicator() const { return *comm_; }
+  int64_t stage() const { return stage_; }
+  // This rank's partition of the flat buffers (stage >= 1: what its optimizer updates).
+  const Partition& partition() const { return partition_; }
+  // What this rank does with the zero_optimization keys, in one line, for the programs to print.
+  std::string describe() const;
 
   // Before each micro-batch's backward: only the last one of an accumulation window reduces.
   void begin_micro(bool last_of_step);
@@ -40,16 +50,23 @@ class DataParallel {
   // averaged over the ranks. Throws the engine's error (a lost rank, a mismatch) otherwise.
   void finish_reduction();
 
+  // Stage 1, after the optimizer step: every rank gets every partition of the parameters.
+  void gather_params();
+
   // Agreement on scalars: every rank gets the same answer.
   bool any(bool flag);
   std::vector<double> sum(std::vector<double> values);
+  // Every rank's `partial`, added in rank order (the same bits on every rank and at any stage).
+  double ordered_sum(double partial);
 
  private:
   void submit(const std::string& prefix);
 
   std::shared_ptr<Communicator> comm_;
   Model& model_;
+  int64_t stage_;
   bool overlap_;
+  Partition partition_;
   std::unique_ptr<engine::Engine> engine_;  // null at size 1
   bool reducing_ = false;                   // this backward ends an accumulation window
   std::vector<bool> submitted_;             // by tensor index in the layout

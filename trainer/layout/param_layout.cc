@@ -1,6 +1,8 @@
 // ParamLayout: appends named tensors to a flat buffer at aligned offsets.
 #include "trainer/layout/param_layout.h"
 
+#include <algorithm>
+
 #include "comm/base/error.h"
 
 namespace kolo::trainer {
@@ -31,6 +33,23 @@ size_t ParamLayout::append(std::string name, std::vector<int64_t> shape, bool de
   params_.push_back(ParamInfo{std::move(name), std::move(shape), offset, numel, decay});
   total_ = offset + numel;
   return offset;
+}
+
+ParamLayout ParamLayout::slice(size_t begin, size_t end) const {
+  KOLO_CHECK_ARG(begin <= end && end <= total_, "layout slice [", begin, ", ", end,
+                 ") is not inside [0, ", total_, ")");
+  ParamLayout out;
+  out.total_ = end - begin;
+  for (const ParamInfo& p : params_) {
+    const size_t first = std::max(p.offset, begin), last = std::min(p.offset + p.numel, end);
+    if (first >= last) continue;
+    std::vector<int64_t> shape = p.shape;
+    if (first != p.offset || last != p.offset + p.numel)
+      shape = {static_cast<int64_t>(last - first)};
+    out.params_.push_back(
+        ParamInfo{p.name, std::move(shape), first - begin, last - first, p.decay});
+  }
+  return out;
 }
 
 const ParamInfo& ParamLayout::find(const std::string& name) const {

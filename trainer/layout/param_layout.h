@@ -30,8 +30,18 @@ class ParamLayout {
   const ParamInfo& find(const std::string& name) const;  // throws kInvalidArgument if absent
   size_t total() const { return total_; }                // elements, padding included
   size_t num_params() const;                             // elements, padding excluded
+  // Elements the flat buffers hold: total() plus zeroed slack, so that the buffer cuts into
+  // `world` equal blocks of a multiple of kAlign elements for any world <= kMaxPartitions
+  // (ZeRO's reduce-scatter and allgather work on equal blocks).
+  size_t capacity() const { return total_ + kAlign * kMaxPartitions; }
+
+  // The tensors inside [begin, end) with offsets from begin; a tensor that straddles a bound is
+  // cut to its part inside (shape: one dimension, its element count there). A ZeRO rank's
+  // optimizer and master weights live on such a slice of the model's layout.
+  ParamLayout slice(size_t begin, size_t end) const;
 
   static constexpr size_t kAlign = 32;
+  static constexpr size_t kMaxPartitions = 1024;
 
  private:
   size_t append(std::string name, std::vector<int64_t> shape, bool decay, size_t align);

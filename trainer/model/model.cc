@@ -23,8 +23,9 @@ Model::Model(Backend& backend, DType dtype, ParamLayout layout)
   KOLO_CHECK_ARG(dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16,
                  "model storage dtype ", dtype_name(dtype),
                  " is not supported (accepted: float32, float16, bfloat16)");
-  params_ = backend_.alloc(param_bytes());
-  grads_ = backend_.alloc(param_bytes());
+  // capacity(): the zeroed slack past total() lets ZeRO cut the buffers into equal blocks.
+  params_ = backend_.alloc(buffer_bytes());
+  grads_ = backend_.alloc(buffer_bytes());
 }
 
 Model::~Model() {
@@ -41,7 +42,7 @@ void* Model::grad(const std::string& name) {
 }
 
 void Model::zero_grad() {
-  backend_.zero(grads_, param_bytes());
+  backend_.zero(grads_, buffer_bytes());
 }
 
 void Model::check_host_memory(const char* what) const {

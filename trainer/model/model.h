@@ -36,6 +36,8 @@ class Model {
 
   size_t num_params() const { return layout_.num_params(); }
   size_t param_bytes() const { return layout_.total() * dtype_size(dtype_); }
+  // Bytes of each flat buffer: layout().capacity() elements (total() plus zeroed slack).
+  size_t buffer_bytes() const { return layout_.capacity() * dtype_size(dtype_); }
   size_t activation_bytes() const { return arena_bytes_; }  // arena capacity now
 
   void zero_grad();

@@ -66,9 +66,13 @@ double MixedPrecision::unscale_grads(void* grads, float multiplier) {
   } else {
     kolo::convert(master_grads_, DType::kFloat32, grads, storage_, size_, multiplier);
   }
+  return squared_norm(master_grads_, layout_);
+}
+
+double squared_norm(const float* data, const ParamLayout& layout) {
   double sum = 0.0;
-  for (const ParamInfo& info : layout_.params()) {
-    const float* g = master_grads_ + info.offset;
+  for (const ParamInfo& info : layout.params()) {
+    const float* g = data + info.offset;
     for (size_t i = 0; i < info.numel; ++i) sum += static_cast<double>(g[i]) * g[i];
   }
   return sum;

@@ -70,6 +70,10 @@ class MixedPrecision {
   float* master_grads_;
 };
 
+// Sum of squares (in double, tensor by tensor in layout order) of the registered elements of an
+// fp32 buffer laid out by `layout`; padding is left out. unscale_grads returns this.
+double squared_norm(const float* data, const ParamLayout& layout);
+
 // true when any of n elements of a storage-dtype buffer (float32 / float16 / bfloat16) is inf
 // or NaN.
 bool has_inf_or_nan(const void* data, DType dtype, size_t n);

@@ -9,6 +9,16 @@
 namespace kolo::trainer {
 namespace {
 
+Partition range_of(const Model& model, const DataParallel* parallel) {
+  const size_t total = model.layout().total();
+  return parallel != nullptr ? parallel->partition() : Partition{total, 0, total};
+}
+
+// `elements` storage elements into a flat buffer of `model`.
+void* at(const Model& model, void* base, size_t elements) {
+  return static_cast<char*>(base) + elements * dtype_size(model.dtype());
+}
+
 ScheduleOptions schedule_for(const TrainConfig& config, int64_t total_steps) {
   ScheduleOptions o = config.schedule_options();
   if (o.total_steps == 0) o.total_steps = std::max<int64_t>(total_steps, o.warmup_steps + 1);
@@ -21,11 +31,14 @@ TrainStep::TrainStep(Model& model, const TrainConfig& config, int64_t total_step
                      DataParallel* parallel)
     : model_(model),
       max_norm_(config.gradient_clipping),
-      precision_(model.layout(), model.dtype(), model.params()),
+      range_(range_of(model, parallel)),
+      layout_(model.layout().slice(range_.begin, range_.end)),
+      precision_(layout_, model.dtype(), at(model, model.params(), range_.begin)),
       scaler_(config.loss_scaler_options()),
       schedule_(schedule_for(config, total_steps)),
-      optimizer_(make_optimizer(config, model.layout())),
-      parallel_(parallel) {
+      optimizer_(make_optimizer(config, layout_)),
+      parallel_(parallel),
+      sharded_(parallel != nullptr && parallel->stage() > 0 && parallel->size() > 1) {
   // DataParallel broadcast rank 0's parameters: the master copy starts from them.
   if (parallel_ != nullptr) precision_.reload_master();
   model_.zero_grad();
@@ -47,18 +60,25 @@ StepResult TrainStep::finish(int accumulation) {
   result.loss_scale = scaler_.scale();
   result.lr = lr();
   if (parallel_ != nullptr) parallel_->finish_reduction();
-  bool overflow = precision_.check_overflow(model_.grads());
-  // Every rank holds the same averaged gradients, so the flag agrees already; asking makes the
-  // skip decision one that no rank can take alone.
+  void* grads = at(model_, model_.grads(), range_.begin);
+  bool overflow = precision_.check_overflow(grads);
+  // Any rank's overflow skips the step on all of them (at stage 0 they agree already).
   if (parallel_ != nullptr) overflow = parallel_->any(overflow);
   result.applied = scaler_.update(overflow);
   if (result.applied) {
     const float multiplier = 1.0f / (result.loss_scale * static_cast<float>(accumulation));
-    result.grad_norm = std::sqrt(precision_.unscale_grads(model_.grads(), multiplier));
+    double sumsq = precision_.unscale_grads(grads, multiplier);
+    // The norm as partitions add it up (partition.h): the same bits at every stage.
+    if (sharded_)
+      sumsq = parallel_->ordered_sum(sumsq);
+    else if (parallel_ != nullptr && parallel_->size() > 1)
+      sumsq = partitioned_squared_norm(precision_.master_grads(), layout_, parallel_->size());
+    result.grad_norm = std::sqrt(sumsq);
     const float factor = clip_factor(result.grad_norm, max_norm_);
     optimizer_->step(precision_.master(), precision_.master_grads(), static_cast<float>(result.lr),
                      factor);
     precision_.copy_master_to_params();
+    if (sharded_) parallel_->gather_params();
   }
   model_.zero_grad();
   return result;

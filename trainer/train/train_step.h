@@ -53,11 +53,15 @@ class TrainStep {
  private:
   Model& model_;
   double max_norm_;
+  // What this rank updates: the whole buffer, or its ZeRO partition (stage >= 1).
+  Partition range_;
+  ParamLayout layout_;  // model.layout() sliced to range_
   MixedPrecision precision_;
   DynamicLossScaler scaler_;
   LrSchedule schedule_;
   std::unique_ptr<Optimizer> optimizer_;
   DataParallel* parallel_;
+  bool sharded_;  // stage >= 1 over several ranks
 };
 
 }  // namespace kolo::trainer
