@@ -184,11 +184,14 @@ void train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
   if (job.lead())
     std::printf(
         "%s: %zu sequences, %lld steps of %lld sequences (%d ranks x %lld x %lld "
-        "accumulation); model state %zu B per rank, ZeRO formula %zu B\n",
+        "accumulation)\n",
         name.c_str(), train.examples(), static_cast<long long>(total),
         static_cast<long long>(config.batch.train_batch_size), job.world(),
-        static_cast<long long>(config.batch.micro_batch_size), static_cast<long long>(accumulation),
-        state_bytes, formula);
+        static_cast<long long>(config.batch.micro_batch_size),
+        static_cast<long long>(accumulation));
+  std::printf("%s: %s\n", name.c_str(),
+              kt::format_model_state(job.rank(), state_bytes, formula).c_str());
+  std::fflush(stdout);
   kt::StepLoop loop(step, total, config.steps_per_print, progress);
   double tokens = 0;
   double seconds = 0;  // training only: evaluation is left out of the throughput

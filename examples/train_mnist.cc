@@ -89,10 +89,13 @@ int run(Job job, const Args& args) {
   if (job.lead())
     std::printf(
         "train_mnist: MLP %s, %zu parameters, %s, %zu train / %zu test images, %lld "
-        "steps, %d rank(s); model state %zu B per rank, ZeRO formula %zu B\n",
+        "steps, %d rank(s)\n",
         config.kolo.get_string("model", "784-512-256-10").c_str(), model.num_params(),
         kolo::dtype_name(model.dtype()), data.train.count, data.test.count,
-        static_cast<long long>(total), job.world(), state_bytes, formula);
+        static_cast<long long>(total), job.world());
+  std::printf("train_mnist: %s\n",
+              kt::format_model_state(job.rank(), state_bytes, formula).c_str());
+  std::fflush(stdout);
 
   if (job.lead()) std::printf("train_mnist: %s\n", parallel.describe().c_str());
   kt::ProgressPrinter progress(

@@ -30,6 +30,15 @@ size_t peak_rss_bytes() {
   return static_cast<size_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
+std::string format_model_state(int rank, size_t allocated_bytes, size_t formula_bytes) {
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "model state on rank %d: %zu bytes allocated, ZeRO formula %zu bytes (ratio %.3f)",
+                rank, allocated_bytes, formula_bytes,
+                formula_bytes ? static_cast<double>(allocated_bytes) / formula_bytes : 0.0);
+  return line;
+}
+
 std::string format_summary(const PhaseSummary& s) {
   char line[400];
   std::snprintf(line, sizeof line,

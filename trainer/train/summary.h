@@ -36,6 +36,10 @@ struct PhaseSummary {
   size_t formula_bytes = 0;
 };
 
+// What every rank prints before training (no newline): "model state on rank R: B bytes
+// allocated, ZeRO formula F bytes (B/F = 1.25)".
+std::string format_model_state(int rank, size_t allocated_bytes, size_t formula_bytes);
+
 // The summary line (no newline), with this process's peak RSS in MiB.
 std::string format_summary(const PhaseSummary& summary);
 
