@@ -247,6 +247,12 @@ int run(Job job, const Args& args) {
   kt::WordPieceTokenizer tokenizer(kt::Vocab::load(data_dir));
   const kt::SpamCorpus corpus = kt::load_spam_corpus(data_dir, tokenizer);
   const kt::Vocab& vocab = tokenizer.vocab();
+  // Before the model (whose activations are sized by the micro-batch) is allocated.
+  for (const kt::TrainConfig* phase : {&pre, &fine})
+    KOLO_CHECK_ARG(static_cast<size_t>(phase->batch.train_batch_size) <= corpus.train.size(),
+                   "train_batch_size=", phase->batch.train_batch_size, " is larger than the ",
+                   corpus.train.size(), " training mails: one global batch (over ", job.world(),
+                   " ranks) must fit the training set");
   kt::Bert model(kt::cpu_backend(), bert, base.storage_dtype(),
                  static_cast<int>(pre.batch.micro_batch_size), static_cast<int>(seq), seed);
   if (job.lead())

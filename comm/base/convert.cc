@@ -34,31 +34,22 @@ struct F32 {
   static void store(uint8_t* p, float v) { std::memcpy(p, &v, sizeof v); }
 };
 
-struct F16 {
+// The 16-bit storage dtypes: bits in memory, converted by the helpers of convert.h.
+template <uint16_t (*kEncode)(float), float (*kDecode)(uint16_t)>
+struct Bits16 {
   static constexpr size_t kSize = 2;
   static float load(const uint8_t* p) {
     uint16_t bits;
     std::memcpy(&bits, p, sizeof bits);
-    return half_to_float(bits);
+    return kDecode(bits);
   }
   static void store(uint8_t* p, float v) {
-    const uint16_t bits = float_to_half(v);
+    const uint16_t bits = kEncode(v);
     std::memcpy(p, &bits, sizeof bits);
   }
 };
-
-struct BF16 {
-  static constexpr size_t kSize = 2;
-  static float load(const uint8_t* p) {
-    uint16_t bits;
-    std::memcpy(&bits, p, sizeof bits);
-    return bfloat16_to_float(bits);
-  }
-  static void store(uint8_t* p, float v) {
-    const uint16_t bits = float_to_bfloat16(v);
-    std::memcpy(p, &bits, sizeof bits);
-  }
-};
+using F16 = Bits16<float_to_half, half_to_float>;
+using BF16 = Bits16<float_to_bfloat16, bfloat16_to_float>;
 
 // dst (To) = src (From) * scale, n elements. Scale 1 never multiplies: a multiply would quieten
 // a signalling NaN that a plain widening keeps, and every path must give the same bits.

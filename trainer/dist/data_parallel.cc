@@ -1,8 +1,6 @@
 // DataParallel: the engine's allreduces per tensor during backward, and the scalar agreements.
 #include "trainer/dist/data_parallel.h"
 
-#include <chrono>
-
 #include "comm/base/error.h"
 #include "trainer/dist/job.h"
 

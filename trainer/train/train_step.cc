@@ -39,8 +39,8 @@ TrainStep::TrainStep(Model& model, const TrainConfig& config, int64_t total_step
       optimizer_(make_optimizer(config, layout_)),
       parallel_(parallel),
       sharded_(parallel != nullptr && parallel->stage() > 0 && parallel->size() > 1) {
-  // DataParallel broadcast rank 0's parameters: the master copy starts from them.
-  if (parallel_ != nullptr) precision_.reload_master();
+  // precision_ took its master copy from the parameters above, after DataParallel (made first)
+  // broadcast rank 0's.
   model_.zero_grad();
 }
 
