@@ -9,6 +9,7 @@
 
 #include "comm/base/convert.h"
 #include "comm/base/error.h"
+#include "trainer/optim/adamw.h"
 #include "trainer/optim/clip.h"
 #include "trainer/optim/sgd.h"
 #include "trainer/precision/mixed_precision.h"
@@ -60,17 +61,17 @@ TEST_P(MixedPrecisionHalf, OverflowDetection) {
   std::vector<float> g(layout.total(), 1.0f);
   std::vector<uint16_t> params = to_half(g, dt);
   MixedPrecision mp(layout, dt, params.data());
-  EXPECT_FALSE(mp.check_overflow(to_half(g, dt).data()));
+  EXPECT_FALSE(mp.check_overflow(to_half(g, dt).data(), dt));
   for (float bad : {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                     std::numeric_limits<float>::quiet_NaN()}) {
     std::vector<float> h = g;
     h.back() = bad;  // last element: the loop must reach the end
-    EXPECT_TRUE(mp.check_overflow(to_half(h, dt).data())) << bad;
+    EXPECT_TRUE(mp.check_overflow(to_half(h, dt).data(), dt)) << bad;
   }
   // fp16's largest finite value is 65504; 1e5 rounds to infinity there, not in bf16.
   std::vector<float> big = g;
   big[2] = 1e5f;
-  EXPECT_EQ(mp.check_overflow(to_half(big, dt).data()), dt == DType::kFloat16);
+  EXPECT_EQ(mp.check_overflow(to_half(big, dt).data(), dt), dt == DType::kFloat16);
 }
 
 TEST_P(MixedPrecisionHalf, UnscaleAndNormSkipPadding) {
@@ -85,10 +86,14 @@ TEST_P(MixedPrecisionHalf, UnscaleAndNormSkipPadding) {
   g[b] = 2048.0f;
   g[6] = 4096.0f;  // a padding element: must be left out of the norm
   std::vector<uint16_t> g16 = to_half(g, dt);
-  const double sumsq = mp.unscale_grads(g16.data(), 1.0f / 1024);
-  EXPECT_DOUBLE_EQ(sumsq, 1 + 4 + 9 + 16 + 25 + 36 + 4);
-  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(mp.master_grads()[i], float(i + 1));
-  EXPECT_EQ(mp.master_grads()[b], 2.0f);
+  EXPECT_DOUBLE_EQ(squared_norm(g16.data(), dt, 1.0f / 1024, layout), 1 + 4 + 9 + 16 + 25 + 36 + 4);
+  // Plain SGD at rate 1 subtracts the unscaled gradient: the values the step saw.
+  Sgd sgd(layout, SgdOptions{});
+  mp.step(sgd, g16.data(), dt, 1.0f / 1024, 1.0f, 1.0f);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(mp.master()[i], -float(i + 1));
+  EXPECT_EQ(mp.master()[b], -2.0f);
+  EXPECT_EQ(mp.master()[6], 0.0f);                              // padding untouched
+  EXPECT_EQ(mp.owned_bytes(), layout.total() * sizeof(float));  // no fp32 gradient copy
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, MixedPrecisionHalf,
@@ -101,11 +106,13 @@ TEST(MixedPrecision, Fp32ParamsAreTheMaster) {
   EXPECT_FALSE(mp.owns_master());
   EXPECT_EQ(mp.master(), params.data());
   grads[0] = 6.0f;
-  EXPECT_DOUBLE_EQ(mp.unscale_grads(grads.data(), 0.5f), 9.0);
-  EXPECT_EQ(mp.master_grads(), grads.data());
-  EXPECT_EQ(grads[0], 3.0f);
+  EXPECT_DOUBLE_EQ(squared_norm(grads.data(), DType::kFloat32, 0.5f, layout), 9.0);
+  Sgd sgd(layout, SgdOptions{});
+  mp.step(sgd, grads.data(), DType::kFloat32, 0.5f, 1.0f, 1.0f);
+  EXPECT_EQ(params[0], 1.0f - 3.0f);
+  EXPECT_EQ(grads[0], 6.0f);  // read, not scaled in place
   grads[1] = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_TRUE(mp.check_overflow(grads.data()));
+  EXPECT_TRUE(mp.check_overflow(grads.data(), DType::kFloat32));
 }
 
 TEST(MixedPrecision, FullFp16StepWithClipping) {
@@ -118,17 +125,40 @@ TEST(MixedPrecision, FullFp16StepWithClipping) {
   g[0] = 3.0f * 256;
   g[1] = 4.0f * 256;  // norm 5 after unscaling by 1/256
   std::vector<uint16_t> g16 = to_half(g, DType::kFloat16);
-  ASSERT_FALSE(mp.check_overflow(g16.data()));
-  const double norm = std::sqrt(mp.unscale_grads(g16.data(), 1.0f / 256));
+  ASSERT_FALSE(mp.check_overflow(g16.data(), DType::kFloat16));
+  const double norm = std::sqrt(squared_norm(g16.data(), DType::kFloat16, 1.0f / 256, layout));
   EXPECT_DOUBLE_EQ(norm, 5.0);
   const float factor = clip_factor(norm, 1.0);  // clip to norm 1: g = (0.6, 0.8)
   Sgd sgd(layout, SgdOptions{});
-  sgd.step(mp.master(), mp.master_grads(), 0.5f, factor);
+  mp.step(sgd, g16.data(), DType::kFloat16, 1.0f / 256, 0.5f, factor);
   mp.copy_master_to_params();
   EXPECT_NEAR(mp.master()[0], 1.0 - 0.5 * 0.6, 1e-6);
   EXPECT_NEAR(mp.master()[1], 1.0 - 0.5 * 0.8, 1e-6);
   EXPECT_NEAR(half_to_float(params[0]), 0.7, 1e-3);
   EXPECT_NEAR(half_to_float(params[1]), 0.6, 1e-3);
+}
+
+TEST(MixedPrecision, ChunkedStepMatchesTheWholeBufferStep) {
+  // Tensors longer than one conversion chunk: AdamW through MixedPrecision::step (pieces of
+  // 16K) against Optimizer::step over the whole fp32 gradient, to the bit.
+  ParamLayout layout;
+  layout.add("a", {40000}, true);
+  layout.add("b", {17}, false);
+  std::vector<float> p1(layout.total(), 0.0f), g(layout.total(), 0.0f);
+  for (size_t i = 0; i < layout.total(); ++i) {
+    p1[i] = std::sin(0.001f * float(i));
+    g[i] = std::cos(0.003f * float(i)) * 8.0f;
+  }
+  std::vector<float> p2 = p1, unscaled(g.size());
+  for (size_t i = 0; i < g.size(); ++i) unscaled[i] = g[i] * 0.125f;
+  AdamW whole(layout, AdamWOptions{}), chunked(layout, AdamWOptions{});
+  MixedPrecision mp(layout, DType::kFloat32, p2.data());
+  for (int step = 0; step < 3; ++step) {
+    whole.step(p1.data(), unscaled.data(), 1e-3f, 0.5f);
+    mp.step(chunked, g.data(), DType::kFloat32, 0.125f, 1e-3f, 0.5f);
+  }
+  for (size_t i = 0; i < p1.size(); ++i) ASSERT_EQ(p1[i], p2[i]) << i;
+  EXPECT_EQ(chunked.step_count(), 3);
 }
 
 TEST(MixedPrecision, RejectsOtherDtypes) {

@@ -21,11 +21,13 @@ Partition partition_of(const ParamLayout& layout, int world, int rank) {
   return p;
 }
 
-double partitioned_squared_norm(const float* grads, const ParamLayout& layout, int world) {
+double partitioned_squared_norm(const void* grads, DType dtype, float multiplier,
+                                const ParamLayout& layout, int world) {
   double sum = 0.0;
   for (int r = 0; r < world; ++r) {
     const Partition p = partition_of(layout, world, r);
-    sum += squared_norm(grads + p.begin, layout.slice(p.begin, p.end));
+    const char* first = static_cast<const char*>(grads) + p.begin * dtype_size(dtype);
+    sum += squared_norm(first, dtype, multiplier, layout.slice(p.begin, p.end));
   }
   return sum;
 }

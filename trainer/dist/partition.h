@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "comm/base/dtype.h"
 #include "trainer/layout/param_layout.h"
 
 namespace kolo::trainer {
@@ -17,10 +18,11 @@ struct Partition {
 // Throws kInvalidArgument when world exceeds ParamLayout::kMaxPartitions.
 Partition partition_of(const ParamLayout& layout, int world, int rank);
 
-// The squared L2 norm of a full fp32 gradient buffer as ZeRO ranks compute it: one partial sum
-// per partition (squared_norm over the partition's slice), added in rank order. Every stage and
-// world size of one run adds the same partials in the same order, so the clipping factor is the
-// same to the bit whether a rank holds the whole gradient or only its partition.
-double partitioned_squared_norm(const float* grads, const ParamLayout& layout, int world);
+// The squared L2 norm of a full gradient buffer times `multiplier` as ZeRO ranks compute it: one
+// partial sum per partition (squared_norm over the partition's slice), added in rank order. Every
+// stage and world size of one run adds the same partials in the same order, so the clipping factor
+// is the same to the bit whether a rank holds the whole gradient or only its partition.
+double partitioned_squared_norm(const void* grads, DType dtype, float multiplier,
+                                const ParamLayout& layout, int world);
 
 }  // namespace kolo::trainer

@@ -26,30 +26,30 @@ const char* AdamW::name() const {
   return options_.decoupled_weight_decay ? "AdamW" : "Adam";
 }
 
-void AdamW::step(float* params, const float* grads, float lr, float grad_scale) {
-  ++step_count_;
+void AdamW::prepare(float lr) {
   // Scalars in double as PyTorch computes them from Python floats, then applied in fp32.
   const double t = static_cast<double>(step_count_);
-  const float step_size = static_cast<float>(lr / (1.0 - std::pow(double(options_.beta1), t)));
-  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(double(options_.beta2), t)));
+  lr_ = lr;
+  step_size_ = static_cast<float>(lr / (1.0 - std::pow(double(options_.beta1), t)));
+  bc2_sqrt_ = static_cast<float>(std::sqrt(1.0 - std::pow(double(options_.beta2), t)));
+}
+
+void AdamW::update(const ParamInfo& info, size_t first, size_t count, float* p, const float* g,
+                   float grad_scale) {
   const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
-  for (const ParamInfo& info : layout_.params()) {
-    const float wd = info.decay ? options_.weight_decay : 0.0f;
-    // Decoupled decay shrinks p before the Adam update; L2 adds wd * p to the gradient.
-    const float shrink = options_.decoupled_weight_decay ? 1.0f - lr * wd : 1.0f;
-    const float l2 = options_.decoupled_weight_decay ? 0.0f : wd;
-    float* p = params + info.offset;
-    const float* g = grads + info.offset;
-    float* m = exp_avg_.data() + info.offset;
-    float* v = exp_avg_sq_.data() + info.offset;
-    for (size_t i = 0; i < info.numel; ++i) {
-      const float gi = g[i] * grad_scale + l2 * p[i];
-      p[i] *= shrink;
-      m[i] += (gi - m[i]) * (1.0f - b1);  // torch's lerp_(grad, 1 - beta1)
-      v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;
-      const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-      p[i] -= step_size * (m[i] / denom);
-    }
+  const float wd = info.decay ? options_.weight_decay : 0.0f;
+  // Decoupled decay shrinks p before the Adam update; L2 adds wd * p to the gradient.
+  const float shrink = options_.decoupled_weight_decay ? 1.0f - lr_ * wd : 1.0f;
+  const float l2 = options_.decoupled_weight_decay ? 0.0f : wd;
+  float* m = exp_avg_.data() + info.offset + first;
+  float* v = exp_avg_sq_.data() + info.offset + first;
+  for (size_t i = 0; i < count; ++i) {
+    const float gi = g[i] * grad_scale + l2 * p[i];
+    p[i] *= shrink;
+    m[i] += (gi - m[i]) * (1.0f - b1);  // torch's lerp_(grad, 1 - beta1)
+    v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;
+    const float denom = std::sqrt(v[i]) / bc2_sqrt_ + eps;
+    p[i] -= step_size_ * (m[i] / denom);
   }
 }
 

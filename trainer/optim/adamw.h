@@ -26,14 +26,18 @@ class AdamW : public Optimizer {
  public:
   AdamW(const ParamLayout& layout, const AdamWOptions& options);
   const char* name() const override;
-  void step(float* params, const float* grads, float lr, float grad_scale = 1.0f) override;
+  void update(const ParamInfo& info, size_t first, size_t count, float* params, const float* grads,
+              float grad_scale) override;
   std::vector<OptimizerStateBuffer> state() override;
   const AdamWOptions& options() const { return options_; }
 
  private:
+  void prepare(float lr) override;
+
   AdamWOptions options_;
-  std::vector<float> exp_avg_;     // m
-  std::vector<float> exp_avg_sq_;  // v
+  float lr_ = 0, step_size_ = 0, bc2_sqrt_ = 1;  // this step's scalars
+  std::vector<float> exp_avg_;                   // m
+  std::vector<float> exp_avg_sq_;                // v
 };
 
 }  // namespace kolo::trainer

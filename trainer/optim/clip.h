@@ -1,6 +1,6 @@
 // Clipping by the global gradient norm, as torch.nn.utils.clip_grad_norm_: the factor every
-// gradient is multiplied by. The norm comes from MixedPrecision::unscale_grads's sum of
-// squares (reduced across ranks first when the gradients are sharded).
+// gradient is multiplied by. The norm comes from squared_norm (precision/mixed_precision.h),
+// summed across ranks first when the gradients are sharded.
 #pragma once
 
 namespace kolo::trainer {

@@ -10,4 +10,15 @@ void Optimizer::set_step_count(int64_t steps) {
   step_count_ = steps;
 }
 
+void Optimizer::begin_step(float lr) {
+  ++step_count_;
+  prepare(lr);
+}
+
+void Optimizer::step(float* params, const float* grads, float lr, float grad_scale) {
+  begin_step(lr);
+  for (const ParamInfo& info : layout_.params())
+    update(info, 0, info.numel, params + info.offset, grads + info.offset, grad_scale);
+}
+
 }  // namespace kolo::trainer

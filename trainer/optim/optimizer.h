@@ -23,11 +23,20 @@ class Optimizer {
   virtual ~Optimizer() = default;
   virtual const char* name() const = 0;
 
-  // One update. params and grads are fp32 buffers of layout.total() elements; the gradient
-  // used is grads[i] * grad_scale (grad_scale carries the clipping factor, so clipping costs
-  // no extra pass). Only elements of registered tensors are touched: padding stays as it is.
-  // lr is this step's learning rate (from the schedule). Increments step_count().
-  virtual void step(float* params, const float* grads, float lr, float grad_scale = 1.0f) = 0;
+  // One update over the whole layout. params and grads are fp32 buffers of layout.total()
+  // elements; the gradient used is grads[i] * grad_scale (grad_scale carries the clipping
+  // factor, so clipping costs no extra pass). Only elements of registered tensors are touched:
+  // padding stays as it is. lr is this step's learning rate (from the schedule). Increments
+  // step_count(). The same as begin_step(lr) and then update() over every tensor.
+  void step(float* params, const float* grads, float lr, float grad_scale = 1.0f);
+
+  // The same update in pieces, for callers that convert the gradients chunk by chunk (mixed
+  // precision keeps no fp32 copy of the whole gradient): begin_step once per step, then
+  // update() over consecutive pieces [first, first + count) of each tensor of layout(); params
+  // and grads point at the piece's first element. The result is the same to the bit.
+  void begin_step(float lr);
+  virtual void update(const ParamInfo& info, size_t first, size_t count, float* params,
+                      const float* grads, float grad_scale) = 0;
 
   // Named state buffers, for checkpoints.
   virtual std::vector<OptimizerStateBuffer> state() = 0;
@@ -40,6 +49,9 @@ class Optimizer {
 
  protected:
   explicit Optimizer(const ParamLayout& layout) : layout_(layout) {}
+
+  // Per-step scalars from lr and step_count() (already incremented).
+  virtual void prepare(float lr) = 0;
 
   ParamLayout layout_;
   int64_t step_count_ = 0;

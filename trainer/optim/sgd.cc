@@ -16,23 +16,19 @@ Sgd::Sgd(const ParamLayout& layout, const SgdOptions& options)
   if (options.momentum > 0) momentum_buffer_.assign(layout.total(), 0.0f);
 }
 
-void Sgd::step(float* params, const float* grads, float lr, float grad_scale) {
-  ++step_count_;
+void Sgd::update(const ParamInfo& info, size_t first, size_t count, float* p, const float* g,
+                 float grad_scale) {
   const float mu = options_.momentum;
-  for (const ParamInfo& info : layout_.params()) {
-    const float wd = info.decay ? options_.weight_decay : 0.0f;
-    float* p = params + info.offset;
-    const float* g = grads + info.offset;
-    float* buf = mu > 0 ? momentum_buffer_.data() + info.offset : nullptr;
-    for (size_t i = 0; i < info.numel; ++i) {
-      float d = g[i] * grad_scale + wd * p[i];
-      if (buf != nullptr) {
-        // The buffer starts at zero, so the first step gives buf = g as torch's clone does.
-        buf[i] = mu * buf[i] + d;
-        d = options_.nesterov ? d + mu * buf[i] : buf[i];
-      }
-      p[i] -= lr * d;
+  const float wd = info.decay ? options_.weight_decay : 0.0f;
+  float* buf = mu > 0 ? momentum_buffer_.data() + info.offset + first : nullptr;
+  for (size_t i = 0; i < count; ++i) {
+    float d = g[i] * grad_scale + wd * p[i];
+    if (buf != nullptr) {
+      // The buffer starts at zero, so the first step gives buf = g as torch's clone does.
+      buf[i] = mu * buf[i] + d;
+      d = options_.nesterov ? d + mu * buf[i] : buf[i];
     }
+    p[i] -= lr_ * d;
   }
 }
 

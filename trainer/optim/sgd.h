@@ -23,13 +23,17 @@ class Sgd : public Optimizer {
  public:
   Sgd(const ParamLayout& layout, const SgdOptions& options);
   const char* name() const override { return "SGD"; }
-  void step(float* params, const float* grads, float lr, float grad_scale = 1.0f) override;
+  void update(const ParamInfo& info, size_t first, size_t count, float* params, const float* grads,
+              float grad_scale) override;
   // "momentum_buffer" when momentum > 0, nothing otherwise (as torch keeps none).
   std::vector<OptimizerStateBuffer> state() override;
   const SgdOptions& options() const { return options_; }
 
  private:
+  void prepare(float lr) override { lr_ = lr; }
+
   SgdOptions options_;
+  float lr_ = 0;
   std::vector<float> momentum_buffer_;
 };
 

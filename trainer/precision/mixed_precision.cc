@@ -2,6 +2,7 @@
 // storage <-> fp32 conversions are kolo::convert's (round to nearest even).
 #include "trainer/precision/mixed_precision.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -36,45 +37,64 @@ bool has_inf_or_nan(const void* data, DType dtype, size_t n) {
   return false;
 }
 
+namespace {
+
+// Gradients are converted to fp32 in pieces of this many elements (64 KiB: stays in cache).
+constexpr size_t kChunk = 16384;
+
+// Calls fn(info, first, count, fp32 values of grads * multiplier) over every registered
+// element of `layout`, in layout order, piece by piece.
+template <typename Fn>
+void for_each_chunk(const void* grads, DType dtype, float multiplier, const ParamLayout& layout,
+                    Fn&& fn) {
+  check_storage(dtype);
+  float scratch[kChunk];
+  const size_t esize = dtype_size(dtype);
+  for (const ParamInfo& info : layout.params()) {
+    for (size_t first = 0; first < info.numel; first += kChunk) {
+      const size_t count = std::min(kChunk, info.numel - first);
+      const char* src = static_cast<const char*>(grads) + (info.offset + first) * esize;
+      kolo::convert(scratch, DType::kFloat32, src, dtype, count, multiplier);
+      fn(info, first, count, static_cast<const float*>(scratch));
+    }
+  }
+}
+
+}  // namespace
+
 MixedPrecision::MixedPrecision(const ParamLayout& layout, DType storage, void* params)
     : layout_(layout), storage_(storage), size_(layout.total()), params_(params) {
   check_storage(storage);
   KOLO_CHECK_ARG(params != nullptr || size_ == 0, "mixed precision: params buffer is null");
   if (storage == DType::kFloat32) {
     master_ = static_cast<float*>(params);
-    master_grads_ = nullptr;
     return;
   }
   owned_master_.assign(size_, 0.0f);
-  owned_grads_.assign(size_, 0.0f);
   master_ = owned_master_.data();
-  master_grads_ = owned_grads_.data();
   reload_master();
 }
 
-bool MixedPrecision::check_overflow(const void* grads) const {
-  return has_inf_or_nan(grads, storage_, size_);
+bool MixedPrecision::check_overflow(const void* grads, DType dtype) const {
+  return has_inf_or_nan(grads, dtype, size_);
 }
 
-double MixedPrecision::unscale_grads(void* grads, float multiplier) {
-  if (storage_ == DType::kFloat32) {
-    master_grads_ = static_cast<float*>(grads);
-    if (multiplier != 1.0f) {
-      kolo::convert(master_grads_, DType::kFloat32, grads, storage_, size_,
-                    multiplier);  // in place
-    }
-  } else {
-    kolo::convert(master_grads_, DType::kFloat32, grads, storage_, size_, multiplier);
-  }
-  return squared_norm(master_grads_, layout_);
+void MixedPrecision::step(Optimizer& optimizer, const void* grads, DType dtype, float multiplier,
+                          float lr, float grad_scale) {
+  optimizer.begin_step(lr);
+  for_each_chunk(grads, dtype, multiplier, layout_,
+                 [&](const ParamInfo& info, size_t first, size_t count, const float* g) {
+                   optimizer.update(info, first, count, master_ + info.offset + first, g,
+                                    grad_scale);
+                 });
 }
 
-double squared_norm(const float* data, const ParamLayout& layout) {
+double squared_norm(const void* grads, DType dtype, float multiplier, const ParamLayout& layout) {
   double sum = 0.0;
-  for (const ParamInfo& info : layout.params()) {
-    const float* g = data + info.offset;
-    for (size_t i = 0; i < info.numel; ++i) sum += static_cast<double>(g[i]) * g[i];
-  }
+  for_each_chunk(grads, dtype, multiplier, layout,
+                 [&sum](const ParamInfo&, size_t, size_t count, const float* g) {
+                   for (size_t i = 0; i < count; ++i) sum += static_cast<double>(g[i]) * g[i];
+                 });
   return sum;
 }
 

@@ -13,21 +13,23 @@
 namespace kolo::trainer {
 
 // One training step after backward, in order (a distributed trainer inserts the reductions):
-//   1. overflow = check_overflow(grads)        [allreduce overflow with max/or across ranks]
+//   1. overflow = check_overflow(grads, dtype)  [agreed across ranks: any rank's overflow]
 //   2. if (!scaler.update(overflow)) { zero grads; skip the step }
 //      (the scaler is updated here, so a skipped step lowers the scale before the next one)
-//   3. sumsq = unscale_grads(grads, 1 / (scale * accumulation_steps))
-//                                              [allreduce sumsq when gradients are sharded]
+//   3. sumsq = squared_norm(grads, dtype, m, layout) with m = 1 / (scale * accumulation_steps)
+//                                              [summed across ranks when gradients are sharded]
 //   4. factor = clip_factor(sqrt(sumsq), max_norm)              (optim/clip.h)
-//   5. optimizer.step(master(), master_grads(), lr, factor)
+//   5. step(optimizer, grads, dtype, m, lr, factor)
 //   6. copy_master_to_params()                 [ZeRO: allgather the updated parameters]
-// Storage fp32: the params buffer IS the master, unscale works in place on grads, and step 6
-// does nothing. Storage fp16/bf16: the master and the fp32 gradients are owned here.
+// The gradients stay in their own dtype (the storage dtype, or an fp32 accumulator): phases 3
+// and 5 convert them chunk by chunk, so no fp32 copy of the whole gradient is ever held.
+// Storage fp32: the params buffer IS the master and step 6 does nothing. Storage fp16/bf16:
+// the fp32 master weights are owned here.
 class MixedPrecision {
  public:
-  // params: the model's flat parameter buffer, layout.total() elements of `storage`
-  // (float32, float16 or bfloat16), alive as long as this object. For half storage the
-  // master copy is taken from params now (see reload_master).
+  // params: the model's flat parameter buffer (or a rank's range of it), layout.total()
+  // elements of `storage` (float32, float16 or bfloat16), alive as long as this object. For
+  // half storage the master copy is taken from params now (see reload_master).
   MixedPrecision(const ParamLayout& layout, DType storage, void* params);
 
   DType storage() const { return storage_; }
@@ -36,23 +38,17 @@ class MixedPrecision {
 
   float* master() { return master_; }
   const float* master() const { return master_; }
-  // fp32 gradients of the last unscale_grads (fp32 storage: the grads buffer itself).
-  float* master_grads() { return master_grads_; }
 
-  // Bytes this object allocated (fp32 master weights and gradients; 0 for fp32 storage).
-  size_t owned_bytes() const {
-    return (owned_master_.size() + owned_grads_.size()) * sizeof(float);
-  }
+  // Bytes this object allocated (the fp32 master weights; 0 for fp32 storage).
+  size_t owned_bytes() const { return owned_master_.size() * sizeof(float); }
 
-  // Phase 1: true when any element of grads (storage dtype) is inf or NaN.
-  bool check_overflow(const void* grads) const;
+  // Phase 1: true when any of size() elements of grads (float32/float16/bfloat16) is inf/NaN.
+  bool check_overflow(const void* grads, DType dtype) const;
 
-  // Phase 2: fp32 gradients = grads * multiplier (1 / loss scale, also divided by the number
-  // of accumulation steps to average). Half storage: written to the owned fp32 buffer, grads
-  // unchanged. fp32 storage: grads is scaled in place (not touched when multiplier is 1).
-  // Returns the squared L2 norm of the result over the registered tensors only (padding is
-  // left out), summed in double.
-  double unscale_grads(void* grads, float multiplier);
+  // Phase 5: the optimizer's update of the master weights from grads * multiplier (the
+  // unscaled, averaged gradient), times grad_scale (the clipping factor).
+  void step(Optimizer& optimizer, const void* grads, DType dtype, float multiplier, float lr,
+            float grad_scale);
 
   // Phase 6: params = master rounded to nearest even in the storage dtype.
   void copy_master_to_params();
@@ -65,14 +61,13 @@ class MixedPrecision {
   size_t size_;
   void* params_;
   std::vector<float> owned_master_;  // empty for fp32 storage
-  std::vector<float> owned_grads_;   // empty for fp32 storage
   float* master_;
-  float* master_grads_;
 };
 
-// Sum of squares (in double, tensor by tensor in layout order) of the registered elements of an
-// fp32 buffer laid out by `layout`; padding is left out. unscale_grads returns this.
-double squared_norm(const float* data, const ParamLayout& layout);
+// Phase 3: the sum of squares (in double, tensor by tensor in layout order) of the registered
+// elements of grads * multiplier, with grads a float32/float16/bfloat16 buffer laid out by
+// `layout`; padding is left out. The products are the fp32 values phase 5 uses.
+double squared_norm(const void* grads, DType dtype, float multiplier, const ParamLayout& layout);
 
 // true when any of n elements of a storage-dtype buffer (float32 / float16 / bfloat16) is inf
 // or NaN.

@@ -60,23 +60,25 @@ StepResult TrainStep::finish(int accumulation) {
   result.loss_scale = scaler_.scale();
   result.lr = lr();
   if (parallel_ != nullptr) parallel_->finish_reduction();
-  void* grads = at(model_, model_.grads(), range_.begin);
-  bool overflow = precision_.check_overflow(grads);
+  const void* grads = at(model_, model_.grads(), range_.begin);
+  const DType dtype = model_.dtype();
+  bool overflow = precision_.check_overflow(grads, dtype);
   // Any rank's overflow skips the step on all of them (at stage 0 they agree already).
   if (parallel_ != nullptr) overflow = parallel_->any(overflow);
   result.applied = scaler_.update(overflow);
   if (result.applied) {
     const float multiplier = 1.0f / (result.loss_scale * static_cast<float>(accumulation));
-    double sumsq = precision_.unscale_grads(grads, multiplier);
     // The norm as partitions add it up (partition.h): the same bits at every stage.
+    double sumsq;
     if (sharded_)
-      sumsq = parallel_->ordered_sum(sumsq);
+      sumsq = parallel_->ordered_sum(squared_norm(grads, dtype, multiplier, layout_));
     else if (parallel_ != nullptr && parallel_->size() > 1)
-      sumsq = partitioned_squared_norm(precision_.master_grads(), layout_, parallel_->size());
+      sumsq = partitioned_squared_norm(grads, dtype, multiplier, layout_, parallel_->size());
+    else
+      sumsq = squared_norm(grads, dtype, multiplier, layout_);
     result.grad_norm = std::sqrt(sumsq);
     const float factor = clip_factor(result.grad_norm, max_norm_);
-    optimizer_->step(precision_.master(), precision_.master_grads(), static_cast<float>(result.lr),
-                     factor);
+    precision_.step(*optimizer_, grads, dtype, multiplier, static_cast<float>(result.lr), factor);
     precision_.copy_master_to_params();
     if (sharded_) parallel_->gather_params();
   }

@@ -47,7 +47,7 @@ class TrainStep {
   double lr() const { return schedule_.lr(optimizer_->step_count()); }
   const DynamicLossScaler& scaler() const { return scaler_; }
   // Bytes of model state this rank holds: parameters and gradients in the storage dtype, the
-  // fp32 master copy and gradients (half storage), the optimizer's states.
+  // fp32 master copy (half storage), the optimizer's states.
   size_t model_state_bytes();
 
  private:
