@@ -2,6 +2,9 @@
 // kolo's CPU kernels, next to the same model in PyTorch timed in the same run (a child
 // /usr/bin/python3 running tests/trainer/python/kolo_torch.py --bench).
 //   build/benchmarks/trainer_throughput [--preset mini] [--batch 32] [--seq 128] [--threads 1]
+//                                       [--checkpoint-intervals 0 1]
+// With several checkpoint intervals (0: off, k: keep every k-th layer's input and recompute),
+// each row also gives the activation arena and the step time against interval 0.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +28,7 @@ struct Options {
   int batch = 32, seq = 128, steps = 5, warmup = 2, threads = 1;
   float dropout = 0.0f;
   std::vector<std::string> dtypes = {"float32", "float16", "bfloat16"};
+  std::vector<int> intervals = {0};
   std::string python = "/usr/bin/python3";
   std::string torch_script = KOLO_SOURCE_DIR "/tests/trainer/python/kolo_torch.py";
   bool torch = true;
@@ -48,11 +52,16 @@ kt::TokenBatch random_batch(const kt::BertConfig& config, int batch, int seq) {
   return b;
 }
 
-// Median seconds of one zero_grad + forward + backward.
-double time_kolo(const Options& o, kolo::DType dtype) {
+struct Timing {
+  double seconds = 0;      // median of one zero_grad + forward + backward
+  size_t arena_bytes = 0;  // the activation arena those steps used
+};
+
+Timing time_kolo(const Options& o, kolo::DType dtype, int interval) {
   kt::BertConfig config = kt::bert_preset(o.preset);
   config.hidden_dropout = config.attention_dropout = o.dropout;
   kt::Bert model(kt::cpu_backend(), config, dtype, o.batch, o.seq, 1);
+  model.set_checkpoint_interval(interval);
   const kt::TokenBatch batch = random_batch(config, o.batch, o.seq);
   std::vector<double> times;
   for (int i = 0; i < o.warmup + o.steps; ++i) {
@@ -65,7 +74,7 @@ double time_kolo(const Options& o, kolo::DType dtype) {
     if (i >= o.warmup) times.push_back(took.count());
   }
   std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return {times[times.size() / 2], model.activation_bytes()};
 }
 
 // tokens/s that the PyTorch run printed ("... <N> tokens/s ..."), or 0 when it failed.
@@ -106,19 +115,28 @@ int run(const Options& o) {
     torch_rate = run_torch(o);
     if (torch_rate == 0) std::printf("# PyTorch run failed: no tokens/s line\n");
   }
-  std::printf("%-8s %-9s %12s %12s %14s\n", "impl", "dtype", "ms/step", "tokens/s",
-              "vs torch fp32");
+  std::printf("%-8s %-9s %5s %12s %12s %14s %12s %10s\n", "impl", "dtype", "ckpt", "ms/step",
+              "tokens/s", "vs torch fp32", "act_mib", "vs ckpt 0");
   if (torch_rate > 0)
-    std::printf("%-8s %-9s %12.1f %12.0f %14.2f\n", "torch", "float32", tokens / torch_rate * 1e3,
-                torch_rate, 1.0);
+    std::printf("%-8s %-9s %5s %12.1f %12.0f %14.2f\n", "torch", "float32", "-",
+                tokens / torch_rate * 1e3, torch_rate, 1.0);
   for (const std::string& name : o.dtypes) {
     const kolo::DType dtype = kolo::parse_dtype(name, "--dtypes");
-    const double seconds = time_kolo(o, dtype);
-    const double rate = tokens / seconds;
-    std::printf("%-8s %-9s %12.1f %12.0f", "kolo", kolo::dtype_name(dtype), seconds * 1e3, rate);
-    if (torch_rate > 0) std::printf(" %14.2f", rate / torch_rate);
-    std::printf("\n");
-    std::fflush(stdout);
+    Timing first;
+    for (size_t i = 0; i < o.intervals.size(); ++i) {
+      const Timing t = time_kolo(o, dtype, o.intervals[i]);
+      if (i == 0) first = t;
+      const double rate = tokens / t.seconds;
+      std::printf("%-8s %-9s %5d %12.1f %12.0f", "kolo", kolo::dtype_name(dtype), o.intervals[i],
+                  t.seconds * 1e3, rate);
+      if (torch_rate > 0)
+        std::printf(" %14.2f", rate / torch_rate);
+      else
+        std::printf(" %14s", "-");
+      std::printf(" %12.1f %10.2f\n", static_cast<double>(t.arena_bytes) / (1 << 20),
+                  t.seconds / first.seconds);
+      std::fflush(stdout);
+    }
   }
   return 0;
 }
@@ -137,6 +155,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "BLAS / torch threads")->capture_default_str();
   app.add_option("--dropout", o.dropout, "hidden and attention dropout")->capture_default_str();
   app.add_option("--dtypes", o.dtypes, "kolo storage dtypes to time")->capture_default_str();
+  app.add_option("--checkpoint-intervals", o.intervals,
+                 "activation checkpointing intervals to time (0: off; k: every k-th layer)")
+      ->capture_default_str();
   app.add_option("--python", o.python, "interpreter with torch")->capture_default_str();
   app.add_flag("!--no-torch", o.torch, "skip the PyTorch run");
   CLI11_PARSE(app, argc, argv);

@@ -174,6 +174,7 @@ void train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
   const uint64_t seed =
       kt::mix_seed(static_cast<uint64_t>(config.kolo.get_int("seed", 1, kt::Range::at_least(0))),
                    std::hash<std::string>{}(name));
+  model.set_checkpoint_interval(config.activation_checkpointing.interval(model.config().layers));
   kt::DataParallel parallel(job.comm, model, config.zero);
   kt::TrainStep step(model, config, total, &parallel);
   kt::ProgressPrinter progress(kt::ProgressOptions{job.lead() ? stdout : nullptr});
@@ -218,6 +219,13 @@ void train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
     evaluate(progress);
   }
   const double all_tokens = job.sum({tokens})[0];
+  if (job.lead())
+    std::printf(
+        "%s: activation arena %.1f MiB (activation checkpointing: %s)\n", name.c_str(),
+        static_cast<double>(model.activation_bytes()) / (1 << 20),
+        model.checkpoint_interval() == 0
+            ? "off"
+            : ("every " + std::to_string(model.checkpoint_interval()) + " layer(s)").c_str());
   std::printf("%s\n",
               kt::format_summary({name, job.world(), config.zero.stage, model.dtype(), loop.done(),
                                   seconds > 0 ? all_tokens / seconds : 0, state_bytes, formula})

@@ -145,7 +145,8 @@ SchedulerConfig parse_scheduler(const JsonSection& s) {
   return c;
 }
 
-ActivationCheckpointingConfig parse_checkpointing(const JsonSection& root) {
+ActivationCheckpointingConfig parse_checkpointing(const JsonSection& root,
+                                                  std::vector<std::string>& warnings) {
   ActivationCheckpointingConfig c;
   c.enabled = root.has("activation_checkpointing");
   const JsonSection s = root.section("activation_checkpointing");
@@ -157,6 +158,14 @@ ActivationCheckpointingConfig parse_checkpointing(const JsonSection& root) {
   c.number_checkpoints = s.get_int("number_checkpoints", 0, Range::at_least(0));
   c.synchronize_checkpoint_boundary = s.get_bool("synchronize_checkpoint_boundary", false);
   c.profile = s.get_bool("profile", false);
+  if (c.partition_activations)
+    warnings.push_back(
+        "activation_checkpointing.partition_activations: accepted and ignored: kolo's trainer "
+        "has no model parallelism, so there is no group to partition the checkpoints across");
+  if (c.cpu_checkpointing)
+    warnings.push_back(
+        "activation_checkpointing.cpu_checkpointing: accepted and ignored: the checkpoints are "
+        "already in host memory (the CPU backend has no device memory to offload from)");
   return c;
 }
 
@@ -221,7 +230,7 @@ TrainConfig parse_train_config(const nlohmann::json& config, int world_size, boo
   c.optimizer = parse_optimizer(root.section("optimizer"));
   c.scheduler = parse_scheduler(root.section("scheduler"));
   c.gradient_clipping = root.get_double("gradient_clipping", 0.0, Range::at_least(0));
-  c.activation_checkpointing = parse_checkpointing(root);
+  c.activation_checkpointing = parse_checkpointing(root, c.warnings);
   c.steps_per_print = root.get_int("steps_per_print", c.steps_per_print, Range::at_least(1));
   c.kolo = JsonSection(config.contains("kolo") ? config["kolo"] : nlohmann::json::object(), "kolo");
   if (print_warnings) print_config_warnings(c.warnings);

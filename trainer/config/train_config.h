@@ -75,6 +75,15 @@ struct ActivationCheckpointingConfig {
   int64_t number_checkpoints = 0;  // 0: not set
   bool synchronize_checkpoint_boundary = false;
   bool profile = false;
+
+  // Encoder layers per recomputed segment for a model of `layers` layers: 0 when disabled;
+  // else ceil(layers / number_checkpoints), with an unset number_checkpoints meaning one
+  // checkpoint per layer (interval 1).
+  int interval(int layers) const {
+    if (!enabled) return 0;
+    if (number_checkpoints <= 0 || number_checkpoints >= layers) return 1;
+    return static_cast<int>((layers + number_checkpoints - 1) / number_checkpoints);
+  }
 };
 
 struct BatchSizes {

@@ -168,7 +168,10 @@ void Bert::carve(ArenaCarver& c, int B, int S, int M) {
   a.h0 = c.take(T * C * es);
   a.emb_mean = c.take<float>(T * 4);
   a.emb_rstd = c.take<float>(T * 4);
-  a.layers.resize(config_.layers);
+  const int L = config_.layers;
+  a.layers.resize(interval_ > 0 ? std::min(interval_, L) : L);
+  a.segment_inputs.resize(interval_ > 0 ? (L + interval_ - 1) / interval_ - 1 : 0);
+  for (void*& x : a.segment_inputs) x = c.take(T * C * es);
   for (LayerActs& l : a.layers) {
     l.qkv = c.take(T * 3 * C * es);
     l.att = c.take(T * C * es);
@@ -235,8 +238,15 @@ float Bert::forward(const TokenBatch& batch) {
   embed_forward();
   const void* x = a.x0;
   for (int l = 0; l < config_.layers; ++l) {
-    layer_forward(l, x, a.layers[l]);
-    x = a.layers[l].y;
+    LayerActs& acts = layer_acts(l);
+    layer_forward(l, x, acts);
+    x = acts.y;
+    // Checkpointing: the next segment's input outlives the slots it was computed in.
+    if (interval_ > 0 && (l + 1) % interval_ == 0 && l + 1 < config_.layers) {
+      void* keep = const_cast<void*>(segment_input((l + 1) / interval_));
+      backend().convert(keep, dtype(), x, dtype(), size_t(B_) * S_ * config_.hidden);
+      x = keep;
+    }
   }
   mlm_correct_ = 0;
   mlm_loss_ = (has_mlm_ && M_ > 0) ? mlm_forward() : 0.0f;
@@ -244,6 +254,26 @@ float Bert::forward(const TokenBatch& batch) {
   cls_loss_ = has_cls_ ? cls_forward() : 0.0f;
   forwarded_ = true;
   return mlm_loss_ + cls_loss_;
+}
+
+void Bert::set_checkpoint_interval(int interval) {
+  KOLO_CHECK_ARG(interval >= 0, "activation checkpointing interval ", interval,
+                 " is out of range (>= 0; 0: off)");
+  interval_ = std::min(interval, config_.layers);
+  release_arena();  // the next forward sizes it for the new plan
+  forwarded_ = false;
+}
+
+Bert::LayerActs& Bert::layer_acts(int l) {
+  return acts_->layers[interval_ > 0 ? l % interval_ : l];
+}
+
+const void* Bert::segment_input(int j) const {
+  return j == 0 ? acts_->x0 : acts_->segment_inputs[j - 1];
+}
+
+const void* Bert::encoder_output() {
+  return layer_acts(config_.layers - 1).y;
 }
 
 void Bert::backward(float dloss) {
@@ -261,9 +291,21 @@ void Bert::backward(float dloss) {
     grads_ready("classifier.");
     grads_ready("bert.pooler.");
   }
-  for (int l = config_.layers - 1; l >= 0; --l) {
-    layer_backward(l, l > 0 ? a.layers[l - 1].y : a.x0, a.layers[l], a.gy);
-    grads_ready("bert.encoder.layer." + std::to_string(l) + ".");
+  const int L = config_.layers, k = interval_ > 0 ? interval_ : L;
+  const int segments = (L + k - 1) / k;
+  for (int j = segments - 1; j >= 0; --j) {
+    const int first = j * k, end = std::min(L, first + k);
+    // The last segment's activations are still in their slots; the others are recomputed
+    // from the segment's input, with the forward's dropout masks.
+    const void* x = segment_input(j);
+    for (int l = first; l < end && j != segments - 1; ++l) {
+      layer_forward(l, x, layer_acts(l));
+      x = layer_acts(l).y;
+    }
+    for (int l = end - 1; l >= first; --l) {
+      layer_backward(l, l > first ? layer_acts(l - 1).y : segment_input(j), layer_acts(l), a.gy);
+      grads_ready("bert.encoder.layer." + std::to_string(l) + ".");
+    }
   }
   embed_backward(a.gy);
   grads_ready("bert.embeddings.");

@@ -38,6 +38,13 @@ class Bert : public Model {
   std::vector<float> logits() const;                // [batch, num_labels], fp32
   std::vector<int32_t> predictions() const;         // [batch] argmax class
 
+  // Activation checkpointing: keep only the input of every `interval`-th encoder layer and
+  // recompute the layers in between during backward (0: keep every layer's activations).
+  // Dropout masks come from the counter-based generator, so the gradients are the same bits
+  // either way. Takes effect at the next forward (the arena is sized again).
+  void set_checkpoint_interval(int interval);
+  int checkpoint_interval() const { return interval_; }
+
   // The parameters of `config` in buffer order (Hugging Face names; query/key/value packed).
   static ParamLayout make_layout(const BertConfig& config);
 
@@ -51,6 +58,12 @@ class Bert : public Model {
   void plan(int B, int S, int M);
   void carve(ArenaCarver& c, int B, int S, int M);
   uint64_t site_offset(int site) const { return static_cast<uint64_t>(site) << 40; }
+
+  // The activations of encoder layer l: its own, or a slot a segment shares under
+  // checkpointing. The input of segment j (layers [j * interval, ...)).
+  LayerActs& layer_acts(int l);
+  const void* segment_input(int j) const;
+  const void* encoder_output();
 
   void embed_forward();
   void layer_forward(int l, const void* x, LayerActs& a);
@@ -72,6 +85,7 @@ class Bert : public Model {
   // Copies of the last forward's integer inputs, which the backward reads again.
   std::vector<int32_t> ids_, types_, mask_;
   bool forwarded_ = false;
+  int interval_ = 0;
   int B_ = 0, S_ = 0, M_ = 0;
   bool has_mlm_ = false, has_cls_ = false;
   std::vector<int32_t> masked_rows_, masked_labels_, cls_rows_, cls_labels_;

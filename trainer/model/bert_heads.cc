@@ -16,8 +16,8 @@ float Bert::mlm_forward() {
   const DType dt = dtype();
   const int M = M_, C = config_.hidden, V = config_.vocab_size;
   auto W = [this](size_t off) { return at(params(), off); };
-  k.embed_forward(a.m_h, masked_rows_.data(), nullptr, a.layers.back().y, zero_row_, zero_row_, M,
-                  1, C, dt);
+  k.embed_forward(a.m_h, masked_rows_.data(), nullptr, encoder_output(), zero_row_, zero_row_, M, 1,
+                  C, dt);
   k.linear_forward(a.m_t, a.m_h, W(mlm_w_), W(mlm_b_), M, C, C, dt);
   k.gelu_forward(a.m_u, a.m_t, size_t(M) * C, dt);
   k.layernorm_forward(a.m_v, a.m_mean, a.m_rstd, a.m_u, W(mlm_ln_w_), W(mlm_ln_b_), M, C,
@@ -57,8 +57,8 @@ float Bert::cls_forward() {
   const DType dt = dtype();
   const int B = B_, C = config_.hidden, NL = config_.num_labels;
   auto W = [this](size_t off) { return at(params(), off); };
-  k.embed_forward(a.c_h, cls_rows_.data(), nullptr, a.layers.back().y, zero_row_, zero_row_, B, 1,
-                  C, dt);
+  k.embed_forward(a.c_h, cls_rows_.data(), nullptr, encoder_output(), zero_row_, zero_row_, B, 1, C,
+                  dt);
   k.linear_forward(a.c_p, a.c_h, W(pool_w_), W(pool_b_), B, C, C, dt);
   k.tanh_forward(a.c_pt, a.c_p, size_t(B) * C, dt);
   a.c_in = a.c_pt;

@@ -29,8 +29,9 @@ struct Bert::Acts {
   uint64_t seed = 0;
   void *emb, *emb_ln, *h0;  // word+pos+type, its LayerNorm, after dropout
   float *emb_mean, *emb_rstd;
-  const void* x0 = nullptr;  // the first layer's input: h0, or emb_ln without dropout
-  std::vector<LayerActs> layers;
+  const void* x0 = nullptr;           // the first layer's input: h0, or emb_ln without dropout
+  std::vector<LayerActs> layers;      // one per layer, or `interval` slots when checkpointing
+  std::vector<void*> segment_inputs;  // checkpointing: the input of segments 1, 2, ... [T, C]
   // Scratch [T, C] x 4, [T, I] x 2, [T, 3C]; gy carries the gradient down the layers.
   void *gy, *bA, *bB, *bC, *b4a, *b4b, *bqkv;
   // MLM head over the M gathered rows.

@@ -68,11 +68,15 @@ void Model::upload_params(const std::vector<float>& values) {
   backend_.convert(params_, dtype_, values.data(), DType::kFloat32, values.size());
 }
 
+void Model::release_arena() {
+  if (arena_ != nullptr) backend_.free(arena_);
+  arena_ = nullptr;
+  arena_bytes_ = 0;
+}
+
 char* Model::ensure_arena(size_t bytes) {
   if (bytes > arena_bytes_) {
-    if (arena_ != nullptr) backend_.free(arena_);
-    arena_ = nullptr;
-    arena_bytes_ = 0;
+    release_arena();
     arena_ = static_cast<char*>(backend_.alloc(bytes));
     arena_bytes_ = bytes;
   }

@@ -78,6 +78,7 @@ class Model {
   float dropout_p(float p) const { return training_ ? p : 0.0f; }
   // Returns an arena of at least `bytes` (grown, contents lost, when smaller).
   char* ensure_arena(size_t bytes);
+  void release_arena();
   void check_host_memory(const char* what) const;
 
  private:
