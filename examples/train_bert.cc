@@ -175,7 +175,7 @@ void train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
       kt::mix_seed(static_cast<uint64_t>(config.kolo.get_int("seed", 1, kt::Range::at_least(0))),
                    std::hash<std::string>{}(name));
   model.set_checkpoint_interval(config.activation_checkpointing.interval(model.config().layers));
-  kt::DataParallel parallel(job.comm, model, config.zero);
+  kt::DataParallel parallel(job.comm, model, config.zero, accumulation);
   kt::TrainStep step(model, config, total, &parallel);
   kt::ProgressPrinter progress(kt::ProgressOptions{job.lead() ? stdout : nullptr});
   if (job.lead()) std::printf("%s: %s\n", name.c_str(), parallel.describe().c_str());
@@ -216,8 +216,13 @@ void train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
     seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
     progress.message(name + ": epoch " + std::to_string(epoch + 1) + " done");
+    // Stage 3: the whole model for evaluation (ranks evaluate different numbers of batches).
+    parallel.gather_all_params();
     evaluate(progress);
+    parallel.release_params();
   }
+  // The next phase and the saved weights start from the whole model.
+  parallel.gather_all_params();
   const double all_tokens = job.sum({tokens})[0];
   if (job.lead())
     std::printf(

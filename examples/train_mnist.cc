@@ -81,7 +81,7 @@ int run(Job job, const Args& args) {
                  "batch of ", config.batch.train_batch_size, " (train_batch_size) over ",
                  job.world(), " ranks");
   const int64_t total = steps_per_epoch * epochs;
-  kt::DataParallel parallel(job.comm, model, config.zero);
+  kt::DataParallel parallel(job.comm, model, config.zero, accumulation);
   kt::TrainStep step(model, config, total, &parallel);
   const size_t state_bytes = step.model_state_bytes();
   const size_t formula =
@@ -120,10 +120,14 @@ int run(Job job, const Args& args) {
     });
     seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+    // Stage 3: the whole model for evaluation (ranks evaluate different numbers of batches).
+    parallel.gather_all_params();
     const double accuracy = evaluate(job, model, data.test, 500);
+    parallel.release_params();
     progress.message("epoch " + std::to_string(epoch + 1) + ": test accuracy " +
                      std::to_string(accuracy));
   }
+  parallel.gather_all_params();  // the final evaluation and the saved weights
   const double accuracy = evaluate(job, model, data.test, 500);
   const double all_samples = job.sum({samples})[0];
   if (job.lead())

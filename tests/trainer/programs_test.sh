@@ -2,7 +2,8 @@
 # The training programs end to end on the real data: train_mnist (fp16, default config) must
 # reach 96% test accuracy; train_bert runs a few steps of both phases, saves, reloads and
 # fine-tunes again, printing every metric; both run data-parallel on 2 ranks under kolorun;
-# bad batch sizes and unimplemented ZeRO stages are refused. Usage: programs_test.sh BUILD_DIR
+# ZeRO stages 2 (the default config) and 3 with activation checkpointing; bad batch sizes and
+# unknown ZeRO stages are refused. Usage: programs_test.sh BUILD_DIR
 # SOURCE_DIR
 set -euo pipefail
 build=$1
@@ -28,7 +29,14 @@ grep -q "bfloat16" "$out/bert_bf16.log"
 # the same metrics on both, a summary line per phase and rank.
 "$kolorun" -np 2 "$build/examples/train_bert" "${quick[@]}" | tee "$out/bert_np2.log"
 grep -q "^\[0\] finetune: test accuracy" "$out/bert_np2.log"
-test "$(grep -c '^\[[01]\] summary: phase .* world 2 stage 1 dtype float16 steps 6 tokens_per_s' "$out/bert_np2.log")" -eq 4
+test "$(grep -c '^\[[01]\] summary: phase .* world 2 stage 2 dtype float16 steps 6 tokens_per_s' "$out/bert_np2.log")" -eq 4
+# Stage 3 with activation checkpointing: the partition_activations warning once, on rank 0.
+"$kolorun" -np 2 "$build/examples/train_bert" "${quick[@]}" --set zero_optimization.stage=3 \
+  --set activation_checkpointing.partition_activations=true 2>&1 | tee "$out/bert_z3.log"
+grep -q "^\[0\] finetune: test accuracy" "$out/bert_z3.log"
+test "$(grep -c '^\[[01]\] summary: phase .* world 2 stage 3 dtype float16 steps 6 tokens_per_s' "$out/bert_z3.log")" -eq 4
+test "$(grep -c 'partition_activations: accepted and ignored' "$out/bert_z3.log")" -eq 1
+grep -q "activation checkpointing: every 1 layer" "$out/bert_z3.log"
 "$kolorun" -np 2 "$build/examples/train_mnist" --set kolo.epochs=1 | tee "$out/mnist_np2.log"
 grep -q "^\[0\] train_mnist: test accuracy" "$out/mnist_np2.log"
 # Batch sizes that do not fit the world size: one clear error on every rank, exit status 1,
@@ -39,9 +47,9 @@ for r in 0 1; do
     --set train_micro_batch_size_per_gpu=32 2>"$out/batch_err$r.log"; then exit 1; fi
   grep -q 'train_batch_size: 32 is not a multiple' "$out/batch_err$r.log"
 done
-# A ZeRO stage this trainer does not implement yet (2, 3) is refused by name.
-if "$build/examples/train_bert" --set zero_optimization.stage=3 2>"$out/zero_err.log"; then exit 1; fi
-grep -q "zero_optimization.stage=3" "$out/zero_err.log"
+# A ZeRO stage that does not exist is refused by name.
+if "$build/examples/train_bert" --set zero_optimization.stage=4 2>"$out/zero_err.log"; then exit 1; fi
+grep -q "zero_optimization.stage" "$out/zero_err.log"
 # A bad setting is refused with a message that names it.
 if "$build/examples/train_bert" --set fp16.hysteresis=0 2>"$out/err.log"; then exit 1; fi
 grep -q "fp16.hysteresis" "$out/err.log"

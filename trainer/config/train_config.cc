@@ -50,13 +50,20 @@ ZeroConfig parse_zero(const JsonSection& root) {
   }
   const JsonSection s = root.section("zero_optimization");
   s.warn_unknown({"stage", "reduce_bucket_size", "allgather_bucket_size", "overlap_comm",
-                  "contiguous_gradients"});
+                  "contiguous_gradients", "reduce_scatter", "stage3_prefetch_bucket_size",
+                  "stage3_param_persistence_threshold"});
   c.stage = s.get_int("stage", c.stage, Range::closed(0, 3));
   c.reduce_bucket_size = s.get_int("reduce_bucket_size", c.reduce_bucket_size, Range::at_least(1));
   c.allgather_bucket_size =
       s.get_int("allgather_bucket_size", c.allgather_bucket_size, Range::at_least(1));
   c.overlap_comm = s.get_bool("overlap_comm", c.overlap_comm);
   c.contiguous_gradients = s.get_bool("contiguous_gradients", c.contiguous_gradients);
+  c.reduce_scatter = s.get_bool("reduce_scatter", c.reduce_scatter);
+  c.stage3_prefetch_bucket_size =
+      s.get_int("stage3_prefetch_bucket_size", c.stage3_prefetch_bucket_size, Range::at_least(0));
+  c.stage3_param_persistence_threshold =
+      s.get_int("stage3_param_persistence_threshold", c.stage3_param_persistence_threshold,
+                Range::at_least(0));
   return c;
 }
 

@@ -39,6 +39,9 @@ struct ZeroConfig {
   int64_t allgather_bucket_size = 500000000;  // elements
   bool overlap_comm = false;
   bool contiguous_gradients = true;
+  bool reduce_scatter = true;
+  int64_t stage3_prefetch_bucket_size = 50000000;       // elements; 0: no prefetch
+  int64_t stage3_param_persistence_threshold = 100000;  // elements
 };
 
 enum class OptimizerType { kAdamW, kAdam, kSgd };

@@ -1,6 +1,10 @@
 // DataParallel: the engine's allreduces per tensor during backward, and the scalar agreements.
 #include "trainer/dist/data_parallel.h"
 
+#include <algorithm>
+#include <cstdint>
+
+#include "comm/base/convert.h"
 #include "comm/base/error.h"
 #include "trainer/dist/job.h"
 
@@ -16,69 +20,118 @@ engine::EngineOptions engine_options(const ZeroConfig& zero, DType storage) {
 
 }  // namespace
 
-DataParallel::DataParallel(std::shared_ptr<Communicator> comm, Model& model, const ZeroConfig& zero)
-    : comm_(std::move(comm)), model_(model), stage_(zero.stage), overlap_(zero.overlap_comm) {
+DataParallel::DataParallel(std::shared_ptr<Communicator> comm, Model& model, const ZeroConfig& zero,
+                           int accumulation)
+    : comm_(std::move(comm)), model_(model), zero_(zero), stage_(zero.stage) {
   KOLO_CHECK_ARG(comm_ != nullptr, "DataParallel needs a communicator");
   check(zero);
+  KOLO_CHECK_ARG(accumulation >= 1, "gradient_accumulation_steps=", accumulation,
+                 " is out of range (>= 1)");
   const size_t total = model_.layout().total();
   partition_ =
       stage_ == 0 ? Partition{total, 0, total} : partition_of(model_.layout(), size(), rank());
-  submitted_.assign(model_.layout().params().size(), false);
   if (size() == 1) return;
   comm_->broadcast(model_.params(), total, model_.dtype(), 0);
-  if (stage_ > 0) return;  // stage 1 reduces with one reduce-scatter at the boundary
+  if (stage_ == 1) return;  // one reduce-scatter at the boundary, no engine
   engine_ = std::make_unique<engine::Engine>(comm_, engine_options(zero, model_.dtype()));
+  const bool shards = stage_ >= 2;
+  reducer_ = std::make_unique<GradReducer>(
+      *engine_, model_, shards ? partition_ : Partition{total, 0, total},
+      shards ? static_cast<size_t>(zero.reduce_bucket_size) : SIZE_MAX);
   model_.set_grads_ready_hook([this](const std::string& prefix) {
-    if (reducing_ && overlap_) submit(prefix);
+    if (reducing_ && zero_.overlap_comm) reducer_->submit(prefix);
+  });
+  if (shards && accumulation > 1) accumulator_.assign(partition_.end - partition_.begin, 0.0f);
+  if (stage_ < 3) return;
+  gatherer_ = std::make_unique<ParamGatherer>(
+      *engine_, model_, partition_, static_cast<size_t>(zero.stage3_param_persistence_threshold),
+      static_cast<size_t>(zero.stage3_prefetch_bucket_size));
+  gatherer_->release_all();
+  model_.set_params_hook([this](const std::string& prefix, bool acquire) {
+    if (!all_params_) gatherer_->use(prefix, acquire);
   });
 }
 
 std::string DataParallel::describe() const {
-  if (stage_ == 0)
-    return "ZeRO stage 0: gradients averaged through the engine " +
-           std::string(overlap_ ? "during the backward (overlap_comm)" : "after the backward") +
-           ", fused up to reduce_bucket_size; allgather_bucket_size and contiguous_gradients "
-           "apply from stages 1 and 2";
-  return "ZeRO stage 1: this rank updates elements [" + std::to_string(partition_.begin) + ", " +
-         std::to_string(partition_.end) + ") of " + std::to_string(model_.layout().total()) +
-         "; gradients reduce-scattered and parameters allgathered in one collective each over "
-         "the flat buffer (reduce_bucket_size, allgather_bucket_size and overlap_comm are not "
-         "used at stage 1)";
+  const std::string range = "elements [" + std::to_string(partition_.begin) + ", " +
+                            std::to_string(partition_.end) + ") of " +
+                            std::to_string(model_.layout().total());
+  switch (stage_) {
+    case 0:
+      return "ZeRO stage 0: gradients averaged through the engine " +
+             std::string(zero_.overlap_comm ? "during the backward (overlap_comm)"
+                                            : "after the backward") +
+             ", fused up to reduce_bucket_size; allgather_bucket_size and contiguous_gradients "
+             "apply from stages 1 and 2";
+    case 1:
+      return "ZeRO stage 1: this rank updates " + range +
+             "; gradients reduce-scattered and parameters allgathered in one collective each "
+             "over the flat buffer (reduce_bucket_size, allgather_bucket_size and overlap_comm "
+             "are not used at stage 1)";
+    default: break;
+  }
+  std::string text = "ZeRO stage " + std::to_string(stage_) + ": this rank keeps the gradients" +
+                     (stage_ == 3 ? " and 16-bit parameters" : "") + " of " + range +
+                     "; every micro-batch's gradients averaged through the engine " +
+                     (zero_.overlap_comm ? "during the backward (overlap_comm)"
+                                         : "after the backward (overlap_comm false)") +
+                     ", at most reduce_bucket_size elements of other ranks' ranges in flight; " +
+                     (zero_.reduce_scatter ? "reduce_scatter is served by an allreduce per tensor "
+                                             "(owner ranges cut tensors; twice a reduce-scatter's "
+                                             "bytes)"
+                                           : "allreduce per tensor (reduce_scatter false)") +
+                     "; the flat gradient buffer is contiguous whatever contiguous_gradients says";
+  if (stage_ == 2) return text + "; parameters allgathered after the step";
+  return text + "; each layer's parameters gathered before its forward and backward and released " +
+         "after, the next one prefetched (stage3_prefetch_bucket_size " +
+         std::to_string(zero_.stage3_prefetch_bucket_size) +
+         " elements), tensors under stage3_param_persistence_threshold " +
+         std::to_string(zero_.stage3_param_persistence_threshold) + " elements kept whole";
+}
+
+size_t DataParallel::buffer_state_bytes() const {
+  const size_t esize = dtype_size(model_.dtype());
+  const size_t full = model_.layout().total() * esize;
+  const size_t block = (partition_.end - partition_.begin) * esize;
+  const size_t params = gatherer_ != nullptr ? gatherer_->resident_bytes() : full;
+  const size_t grads = stage_ >= 2 && size() > 1 ? block : full;
+  return params + grads + accumulator_.size() * sizeof(float);
 }
 
 void DataParallel::check(const ZeroConfig& zero) {
-  KOLO_CHECK_ARG(zero.stage == 0 || zero.stage == 1, "zero_optimization.stage=", zero.stage,
-                 ": this version of kolo's trainer implements stages 0 (every rank keeps the "
-                 "whole model state) and 1 (optimizer states and master weights partitioned); "
-                 "accepted: 0, 1");
+  KOLO_CHECK_ARG(zero.stage >= 0 && zero.stage <= 3, "zero_optimization.stage=", zero.stage,
+                 " is not a ZeRO stage; accepted: 0, 1, 2, 3");
   KOLO_CHECK_ARG(zero.reduce_bucket_size > 0,
                  "zero_optimization.reduce_bucket_size=", zero.reduce_bucket_size,
+                 " is out of range (>= 1 elements)");
+  KOLO_CHECK_ARG(zero.allgather_bucket_size > 0,
+                 "zero_optimization.allgather_bucket_size=", zero.allgather_bucket_size,
                  " is out of range (>= 1 elements)");
 }
 
 DataParallel::~DataParallel() {
   model_.set_grads_ready_hook(nullptr);
+  model_.set_params_hook(nullptr);
 }
 
 void DataParallel::begin_micro(bool last_of_step) {
-  reducing_ = last_of_step && engine_ != nullptr;  // stage 1 reduces after the backward
-}
-
-void DataParallel::submit(const std::string& prefix) {
-  const auto& params = model_.layout().params();
-  engine::OpOptions average;
-  average.op = ReduceOp::kAverage;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const ParamInfo& p = params[i];
-    if (submitted_[i] || p.name.compare(0, prefix.size(), prefix) != 0) continue;
-    engine::TensorView grad{model_.grad(p.name), model_.dtype(), {static_cast<int64_t>(p.numel)}};
-    handles_.push_back(engine_->allreduce(p.name, grad, grad, average));
-    submitted_[i] = true;
+  if (engine_ == nullptr) return;  // one rank, or stage 1 (reduces after the backward)
+  if (stage_ == 0) {
+    reducing_ = last_of_step;  // no communication on inner micro-steps
+    return;
   }
+  if (micro_ > 0) {  // the previous micro-batch's averages into the fp32 block
+    reducer_->finish();
+    fold_into_accumulator();
+  }
+  ++micro_;
+  reducing_ = true;
+  if (gatherer_ != nullptr) gatherer_->next_pass();
 }
 
 void DataParallel::finish_reduction() {
-  if (size() > 1 && stage_ > 0) {
+  if (size() == 1) return;
+  if (stage_ == 1) {
     // In place: rank r's block of the buffer receives block r averaged over the ranks.
     char* grads = static_cast<char*>(model_.grads());
     const size_t esize = dtype_size(model_.dtype());
@@ -86,21 +139,68 @@ void DataParallel::finish_reduction() {
                           partition_.block, model_.dtype(), ReduceOp::kAverage);
     return;
   }
-  if (engine_ == nullptr) return;
-  submit("");
-  // What no hook announced, in layout order: the same on every rank.
-  for (const engine::Handle& h : handles_) h.check();
-  handles_.clear();
-  submitted_.assign(submitted_.size(), false);
+  reducer_->finish();
   reducing_ = false;
+  fold_into_accumulator();
+  micro_ = 0;
+}
+
+void DataParallel::fold_into_accumulator() {
+  if (accumulator_.empty()) return;
+  const size_t esize = dtype_size(model_.dtype()), n = accumulator_.size();
+  char* block = static_cast<char*>(model_.grads()) + partition_.begin * esize;
+  constexpr size_t kChunk = 16384;
+  float scratch[kChunk];
+  for (size_t i = 0; i < n; i += kChunk) {
+    const size_t count = std::min(kChunk, n - i);
+    kolo::convert(scratch, DType::kFloat32, block + i * esize, model_.dtype(), count);
+    for (size_t j = 0; j < count; ++j) accumulator_[i + j] += scratch[j];
+  }
+  model_.backend().zero(block, n * esize);
+}
+
+GradSource DataParallel::grads() const {
+  if (!accumulator_.empty()) return {accumulator_.data(), DType::kFloat32};
+  const char* base = static_cast<const char*>(model_.grads());
+  return {base + partition_.begin * dtype_size(model_.dtype()), model_.dtype()};
+}
+
+void DataParallel::zero_grads() {
+  if (stage_ < 2 || size() == 1) {
+    model_.zero_grad();
+    return;
+  }
+  const size_t esize = dtype_size(model_.dtype());
+  char* base = static_cast<char*>(model_.grads());
+  model_.backend().discard(base, partition_.begin * esize);
+  model_.backend().zero(base + partition_.begin * esize,
+                        (partition_.end - partition_.begin) * esize);
+  model_.backend().discard(base + partition_.end * esize,
+                           model_.buffer_bytes() - partition_.end * esize);
+  std::fill(accumulator_.begin(), accumulator_.end(), 0.0f);
 }
 
 void DataParallel::gather_params() {
-  if (size() == 1 || stage_ == 0) return;
+  if (size() == 1 || stage_ == 0 || stage_ == 3) return;
   char* params = static_cast<char*>(model_.params());
   const size_t esize = dtype_size(model_.dtype());
   comm_->allgather(params + static_cast<size_t>(rank()) * partition_.block * esize, params,
                    partition_.block, model_.dtype());
+}
+
+void DataParallel::gather_all_params() {
+  if (gatherer_ == nullptr || all_params_) return;
+  char* params = static_cast<char*>(model_.params());
+  const size_t esize = dtype_size(model_.dtype());
+  comm_->allgather(params + static_cast<size_t>(rank()) * partition_.block * esize, params,
+                   partition_.block, model_.dtype());
+  all_params_ = true;
+}
+
+void DataParallel::release_params() {
+  if (gatherer_ == nullptr || !all_params_) return;
+  gatherer_->release_all();
+  all_params_ = false;
 }
 
 double DataParallel::ordered_sum(double partial) {

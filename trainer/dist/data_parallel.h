@@ -1,12 +1,18 @@
-// Data parallelism for the trainer, ZeRO stages 0 and 1.
-// Stage 0: every rank keeps the whole model state; as the backward finishes a group of tensors
-// (Model's grads-ready hook), their gradient ranges go to kolo's engine under their Hugging Face
-// names, in the storage dtype, averaged over the ranks, fused up to
-// zero_optimization.reduce_bucket_size.
-// Stage 1: the flat buffers are cut into equal blocks (partition.h); at the accumulation boundary
-// the gradients are reduce-scattered (rank r receives block r averaged), each rank updates the
-// master weights and optimizer states of its block only, and the updated 16-bit parameters are
-// allgathered. The step's scalars (overflow flag, norm, loss, throughput) are agreed across ranks.
+// Data parallelism for the trainer: ZeRO stages 0 to 3 over one flat parameter buffer and one
+// flat gradient buffer (partition.h cuts both into equal blocks, rank r owning block r).
+// Stage 0: as the backward finishes a group of tensors (Model's grads-ready hook) their
+//   gradients are averaged through kolo's engine (grad_reducer.h) at the accumulation
+//   boundary; every rank keeps the whole model state.
+// Stage 1: at the accumulation boundary the gradients are reduce-scattered in one collective;
+//   each rank updates the master weights and optimizer states of its block only; the updated
+//   16-bit parameters are allgathered.
+// Stage 2: every micro-batch's gradients are averaged through the engine during the backward
+//   and, once back, everything outside this rank's block is discarded: the gradient buffer
+//   holds the block (plus what is in flight, up to reduce_bucket_size elements). With
+//   gradient accumulation each micro-batch's block is added into an fp32 block.
+// Stage 3: as stage 2, and the parameters outside the block are resident only while the model
+//   reads them (param_gatherer.h: gathered per group just in time, the next group prefetched).
+// The step's scalars (overflow flag, norm, loss, throughput) are agreed across ranks.
 #pragma once
 
 #include <cstdint>
@@ -17,20 +23,30 @@
 #include "comm/communicator.h"
 #include "fusion/engine.h"
 #include "trainer/config/train_config.h"
+#include "trainer/dist/grad_reducer.h"
+#include "trainer/dist/param_gatherer.h"
 #include "trainer/dist/partition.h"
 #include "trainer/model/model.h"
 
 namespace kolo::trainer {
 
+// A gradient buffer as the optimizer reads it.
+struct GradSource {
+  const void* data;  // this rank's range (its block, or everything below stage 1)
+  DType dtype;       // the storage dtype, or float32 for stage 2/3's accumulation block
+};
+
 class DataParallel {
  public:
   // `comm` spans the job (size 1: no engine; every call is local). Refuses ZeRO settings this
   // trainer does not implement, naming the key. The model's parameters are broadcast from
-  // rank 0, so every rank starts from the same bits whatever it loaded.
-  DataParallel(std::shared_ptr<Communicator> comm, Model& model, const ZeroConfig& zero);
+  // rank 0, so every rank starts from the same bits whatever it loaded. `accumulation`:
+  // micro-batches per optimizer step.
+  DataParallel(std::shared_ptr<Communicator> comm, Model& model, const ZeroConfig& zero,
+               int accumulation = 1);
   // The refusals of the constructor alone, for programs that check settings before connecting.
   static void check(const ZeroConfig& zero);
-  ~DataParallel();  // detaches the hook
+  ~DataParallel();  // detaches the hooks
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
@@ -42,16 +58,30 @@ class DataParallel {
   const Partition& partition() const { return partition_; }
   // What this rank does with the zero_optimization keys, in one line, for the programs to print.
   std::string describe() const;
+  // Bytes of the parameter and gradient buffers (and accumulation block) this rank keeps
+  // resident between steps.
+  size_t buffer_state_bytes() const;
 
-  // Before each micro-batch's backward: only the last one of an accumulation window reduces.
+  // Before each micro-batch's forward and backward; `last_of_step`: the last of its window.
   void begin_micro(bool last_of_step);
-  // After the last backward of a step: submits what the hook has not (tensors this backward did
-  // not touch, or everything when overlap_comm is off) and waits until every gradient is
-  // averaged over the ranks. Throws the engine's error (a lost rank, a mismatch) otherwise.
+  // After the last backward of a step: finishes the reduction, so that grads() holds this
+  // rank's range of the averaged gradient (summed over the micro-batches). Throws the engine's
+  // error (a lost rank, a mismatch) otherwise.
   void finish_reduction();
+  GradSource grads() const;
+  // Zeroes the gradients for the next step (at stages 2 and 3 only the block stays resident).
+  void zero_grads();
 
-  // Stage 1, after the optimizer step: every rank gets every partition of the parameters.
+  // After the optimizer step: stages 1 and 2 allgather the updated parameters.
   void gather_params();
+  // Stage 3: every parameter resident (for evaluation, saving, the next phase) until
+  // release_params(). Other stages: nothing to do.
+  void gather_all_params();
+  void release_params();
+
+  // Stage 3: groups gathered, and how many of them a prefetch started.
+  size_t gathers() const { return gatherer_ != nullptr ? gatherer_->gathers() : 0; }
+  size_t prefetched() const { return gatherer_ != nullptr ? gatherer_->prefetched() : 0; }
 
   // Agreement on scalars: every rank gets the same answer.
   bool any(bool flag);
@@ -60,17 +90,21 @@ class DataParallel {
   double ordered_sum(double partial);
 
  private:
-  void submit(const std::string& prefix);
+  void fold_into_accumulator();
+  bool sharded() const { return stage_ > 0 && size() > 1; }
 
   std::shared_ptr<Communicator> comm_;
   Model& model_;
+  ZeroConfig zero_;
   int64_t stage_;
-  bool overlap_;
   Partition partition_;
-  std::unique_ptr<engine::Engine> engine_;  // null at size 1
-  bool reducing_ = false;                   // this backward ends an accumulation window
-  std::vector<bool> submitted_;             // by tensor index in the layout
-  std::vector<engine::Handle> handles_;
+  std::unique_ptr<engine::Engine> engine_;  // null at size 1 and at stage 1
+  std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<ParamGatherer> gatherer_;  // stage 3
+  bool all_params_ = false;                  // stage 3 between gather_all and release
+  bool reducing_ = false;                    // this backward's gradients go to the engine
+  int micro_ = 0;                            // micro-batches begun in this step
+  std::vector<float> accumulator_;           // stage 2/3 with accumulation: this rank's block
 };
 
 }  // namespace kolo::trainer

@@ -37,6 +37,10 @@ class Backend {
   virtual void* alloc(size_t bytes) = 0;  // 64-byte aligned, zero-filled
   virtual void free(void* ptr) = 0;
   virtual void zero(void* ptr, size_t bytes) = 0;
+  // [ptr, ptr + bytes) of an alloc() buffer is not needed for now: it reads as zero afterwards,
+  // and whole pages inside it go back to the system until written again (ZeRO keeps only a
+  // rank's shard of a buffer resident this way).
+  virtual void discard(void* ptr, size_t bytes) = 0;
   // dst (dst_dt) = src (src_dt) * scale, n elements; dst and src may be the same buffer only
   // when the dtypes have the same size.
   virtual void convert(void* dst, DType dst_dt, const void* src, DType src_dt, size_t n,

@@ -304,7 +304,7 @@ void Bert::backward(float dloss) {
     }
     for (int l = end - 1; l >= first; --l) {
       layer_backward(l, l > first ? layer_acts(l - 1).y : segment_input(j), layer_acts(l), a.gy);
-      grads_ready("bert.encoder.layer." + std::to_string(l) + ".");
+      grads_ready(layer_prefix(l));
     }
   }
   embed_backward(a.gy);

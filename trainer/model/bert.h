@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "trainer/data/batch.h"
@@ -64,6 +65,8 @@ class Bert : public Model {
   LayerActs& layer_acts(int l);
   const void* segment_input(int j) const;
   const void* encoder_output();
+
+  static std::string layer_prefix(int l);  // "bert.encoder.layer.<l>."
 
   void embed_forward();
   void layer_forward(int l, const void* x, LayerActs& a);

@@ -11,6 +11,9 @@
 namespace kolo::trainer {
 
 float Bert::mlm_forward() {
+  // The decoder is tied to the word embeddings.
+  const ParamsInUse head = use_params("cls.predictions."), tied = use_params("bert.embeddings.");
+
   Backend& k = backend();
   Acts& a = *acts_;
   const DType dt = dtype();
@@ -33,6 +36,9 @@ float Bert::mlm_forward() {
 }
 
 void Bert::mlm_backward(float dloss) {
+  // The decoder is tied to the word embeddings.
+  const ParamsInUse head = use_params("cls.predictions."), tied = use_params("bert.embeddings.");
+
   Backend& k = backend();
   Acts& a = *acts_;
   const DType dt = dtype();
@@ -52,6 +58,8 @@ void Bert::mlm_backward(float dloss) {
 }
 
 float Bert::cls_forward() {
+  const ParamsInUse pooler = use_params("bert.pooler."), head = use_params("classifier.");
+
   Backend& k = backend();
   Acts& a = *acts_;
   const DType dt = dtype();
@@ -73,6 +81,8 @@ float Bert::cls_forward() {
 }
 
 void Bert::cls_backward(float dloss) {
+  const ParamsInUse pooler = use_params("bert.pooler."), head = use_params("classifier.");
+
   Backend& k = backend();
   Acts& a = *acts_;
   const DType dt = dtype();

@@ -2,12 +2,15 @@
 //   x -> qkv -> attention -> dense -> dropout -> + x -> LayerNorm = a
 //   a -> intermediate -> gelu -> output -> dropout -> + a -> LayerNorm = y
 // Dropout sites: 0 embeddings, 1 + 3l + {0 attention probs, 1 attention output, 2 FFN output}.
+#include <string>
+
 #include "comm/base/error.h"
 #include "trainer/model/bert_internal.h"
 
 namespace kolo::trainer {
 
 void Bert::embed_forward() {
+  const ParamsInUse in_use = use_params("bert.embeddings.");
   Backend& k = backend();
   Acts& a = *acts_;
   const DType dt = dtype();
@@ -25,6 +28,7 @@ void Bert::embed_forward() {
 }
 
 void Bert::embed_backward(void* dh0) {
+  const ParamsInUse in_use = use_params("bert.embeddings.");
   Backend& k = backend();
   Acts& a = *acts_;
   const DType dt = dtype();
@@ -40,7 +44,12 @@ void Bert::embed_backward(void* dh0) {
                    ids_.data(), types_.empty() ? nullptr : types_.data(), B_, S_, C, dt);
 }
 
+std::string Bert::layer_prefix(int l) {
+  return "bert.encoder.layer." + std::to_string(l) + ".";
+}
+
 void Bert::layer_forward(int l, const void* x, LayerActs& s) {
+  const ParamsInUse in_use = use_params(layer_prefix(l));
   Backend& k = backend();
   Acts& a = *acts_;
   const LayerParams& p = lp_[l];
@@ -79,6 +88,7 @@ void Bert::layer_forward(int l, const void* x, LayerActs& s) {
 
 // dy (the gradient of y, in a.gy) is replaced by the gradient of the layer input x.
 void Bert::layer_backward(int l, const void* x, LayerActs& s, void* dy) {
+  const ParamsInUse in_use = use_params(layer_prefix(l));
   Backend& k = backend();
   Acts& a = *acts_;
   const LayerParams& p = lp_[l];

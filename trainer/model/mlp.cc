@@ -117,6 +117,7 @@ float Mlp::forward(const FeatureBatch& batch) {
   k.convert(input_, dt, batch.inputs.data(), DType::kFloat32, batch.inputs.size());
   const void* x = input_;
   for (int i = 0; i < n; ++i) {
+    const ParamsInUse in_use = use_params("layers." + std::to_string(i) + ".");
     k.linear_forward(z_[i], x, at(params(), w_[i]), at(params(), b_[i]), B_, config_.sizes[i],
                      config_.sizes[i + 1], dt);
     if (i + 1 < n) {
@@ -139,6 +140,7 @@ void Mlp::backward(float dloss) {
   for (int i = n - 1; i >= 0; --i) {
     const void* x = i > 0 ? h_[i - 1] : input_;
     void* dx = i > 0 ? d1_ : nullptr;  // the input needs no gradient
+    const ParamsInUse in_use = use_params("layers." + std::to_string(i) + ".");
     k.linear_backward(dx, at(grads(), w_[i]), at(grads(), b_[i]), dz, x, at(params(), w_[i]), B_,
                       config_.sizes[i], config_.sizes[i + 1], dt);
     grads_ready("layers." + std::to_string(i) + ".");

@@ -41,6 +41,15 @@ void* Model::grad(const std::string& name) {
   return at(grads_, layout_.find(name).offset);
 }
 
+Model::ParamsInUse::ParamsInUse(const ParamsHook& hook, std::string prefix)
+    : hook_(hook), prefix_(std::move(prefix)) {
+  if (hook_) hook_(prefix_, true);
+}
+
+Model::ParamsInUse::~ParamsInUse() {
+  if (hook_) hook_(prefix_, false);
+}
+
 void Model::zero_grad() {
   backend_.zero(grads_, buffer_bytes());
 }

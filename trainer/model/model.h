@@ -56,6 +56,14 @@ class Model {
   using GradsReadyHook = std::function<void(const std::string& prefix)>;
   void set_grads_ready_hook(GradsReadyHook hook) { grads_ready_hook_ = std::move(hook); }
 
+  // ZeRO stage 3: called with (prefix, true) before the tensors named prefix... are read (a
+  // forward, a backward, a recompute) and with (prefix, false) once they are not, so a
+  // data-parallel trainer can gather them from their owners just in time and release them
+  // again. Uses nest (a head reads the word embeddings inside its own use). The release call
+  // must not throw.
+  using ParamsHook = std::function<void(const std::string& prefix, bool acquire)>;
+  void set_params_hook(ParamsHook hook) { params_hook_ = std::move(hook); }
+
   // Weights under their Hugging Face names, in the storage dtype.
   void save(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
   // Converts from the file's dtype; shapes must match (see load_layout for `strict`).
@@ -74,6 +82,19 @@ class Model {
   void grads_ready(const std::string& prefix) const {
     if (grads_ready_hook_) grads_ready_hook_(prefix);
   }
+  // The tensors named `prefix`... are read while the returned guard lives (see ParamsHook).
+  class ParamsInUse {
+   public:
+    ParamsInUse(const ParamsHook& hook, std::string prefix);
+    ~ParamsInUse();
+    ParamsInUse(const ParamsInUse&) = delete;
+    ParamsInUse& operator=(const ParamsInUse&) = delete;
+
+   private:
+    const ParamsHook& hook_;
+    std::string prefix_;
+  };
+  ParamsInUse use_params(std::string prefix) const { return {params_hook_, std::move(prefix)}; }
   // Dropout probability now: 0 in eval mode.
   float dropout_p(float p) const { return training_ ? p : 0.0f; }
   // Returns an arena of at least `bytes` (grown, contents lost, when smaller).
@@ -92,6 +113,7 @@ class Model {
   bool training_ = true;
   uint64_t dropout_seed_ = 0;
   GradsReadyHook grads_ready_hook_;
+  ParamsHook params_hook_;
 };
 
 // Carves an arena into 64-byte aligned pieces. A first pass with a null base only measures

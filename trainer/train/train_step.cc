@@ -41,7 +41,14 @@ TrainStep::TrainStep(Model& model, const TrainConfig& config, int64_t total_step
       sharded_(parallel != nullptr && parallel->stage() > 0 && parallel->size() > 1) {
   // precision_ took its master copy from the parameters above, after DataParallel (made first)
   // broadcast rank 0's.
-  model_.zero_grad();
+  zero_grads();
+}
+
+void TrainStep::zero_grads() {
+  if (parallel_ != nullptr)
+    parallel_->zero_grads();
+  else
+    model_.zero_grad();
 }
 
 void TrainStep::begin_micro(bool last_of_step) {
@@ -49,7 +56,9 @@ void TrainStep::begin_micro(bool last_of_step) {
 }
 
 size_t TrainStep::model_state_bytes() {
-  size_t bytes = 2 * model_.param_bytes() + precision_.owned_bytes();
+  size_t bytes =
+      (parallel_ != nullptr ? parallel_->buffer_state_bytes() : 2 * model_.param_bytes()) +
+      precision_.owned_bytes();
   for (const OptimizerStateBuffer& buffer : optimizer_->state())
     bytes += buffer.data->size() * sizeof(float);
   return bytes;
@@ -60,8 +69,10 @@ StepResult TrainStep::finish(int accumulation) {
   result.loss_scale = scaler_.scale();
   result.lr = lr();
   if (parallel_ != nullptr) parallel_->finish_reduction();
-  const void* grads = at(model_, model_.grads(), range_.begin);
-  const DType dtype = model_.dtype();
+  const GradSource source =
+      parallel_ != nullptr ? parallel_->grads() : GradSource{model_.grads(), model_.dtype()};
+  const void* grads = source.data;
+  const DType dtype = source.dtype;
   bool overflow = precision_.check_overflow(grads, dtype);
   // Any rank's overflow skips the step on all of them (at stage 0 they agree already).
   if (parallel_ != nullptr) overflow = parallel_->any(overflow);
@@ -82,7 +93,7 @@ StepResult TrainStep::finish(int accumulation) {
     precision_.copy_master_to_params();
     if (sharded_) parallel_->gather_params();
   }
-  model_.zero_grad();
+  zero_grads();
   return result;
 }
 

@@ -51,6 +51,8 @@ class TrainStep {
   size_t model_state_bytes();
 
  private:
+  void zero_grads();
+
   Model& model_;
   double max_norm_;
   // What this rank updates: the whole buffer, or its ZeRO partition (stage >= 1).

@@ -6,13 +6,24 @@
 //   2. world W with one micro-batch of b against world W with 2 accumulation steps of b/2: the
 //      same bound;
 //   3. after training (fp32, fp16 and bf16), the parameters are bit-identical on every rank;
-//   4. ZeRO stages 0 and 1, 20 steps in fp32 and in fp16 with gradient clipping active: at
-//      world 2 the parameters and losses are bit-identical between the stages (a sum of two
-//      terms does not depend on which rank adds them); at other world sizes the allreduce and
-//      the reduce-scatter cut the buffer at different places, so an element may be summed in
-//      another order: there the losses agree within 1e-5 relative in fp32 and 5e-3 in fp16.
+//   4. ZeRO stages 0, 1, 2 and 3, 20 steps in fp32 and in fp16 with gradient clipping active:
+//      at world 2 the parameters and losses are bit-identical between the stages (a sum of two
+//      terms does not depend on which rank adds them); at other world sizes the fused
+//      allreduces and the reduce-scatter cut the buffer at different places, so an element may
+//      be summed in another order: there the losses agree within 1e-5 relative in fp32 and
+//      5e-3 in fp16 with stage 0's;
+//   5. at stages 2 and 3 the buffers outside a rank's block are given back: after a step the
+//      resident pages of the gradient buffer (stage 2, 3) are at most the rank's block plus
+//      two pages, those of the parameter buffer (stage 3) at most that plus one page per
+//      parameter group (a page two released groups share stays) (mincore); stage 3 prefetched;
+//   6. stage 2 with 2 accumulation steps of 4 (each micro-batch reduced into an fp32 block)
+//      against stage 0 with one micro-batch of 8: losses within 1e-5 relative.
 // Prints one line per check and exits 1 when any fails.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -57,7 +68,22 @@ std::vector<kt::TokenExample> synthetic_examples(size_t n) {
 struct Run {
   std::vector<double> losses;  // the job's mean loss per step
   uint64_t params_hash = 0;    // FNV-1a of the parameter bytes
+  // After the last step: resident bytes of the buffers, and this rank's block in bytes.
+  size_t resident_params = 0, resident_grads = 0, block_bytes = 0;
+  size_t prefetched = 0;  // stage 3: groups whose gather a prefetch started
 };
+
+// Bytes of [data, data + bytes) in resident pages.
+size_t resident(const void* data, size_t bytes) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(data) / page * page;
+  const size_t pages = (reinterpret_cast<uintptr_t>(data) + bytes - first + page - 1) / page;
+  std::vector<unsigned char> in(pages);
+  if (::mincore(reinterpret_cast<void*>(first), pages * page, in.data()) != 0) return SIZE_MAX;
+  size_t count = 0;
+  for (unsigned char c : in) count += c & 1;
+  return count * page;
+}
 
 uint64_t fnv1a(const void* data, size_t bytes) {
   uint64_t h = 1469598103934665603ull;
@@ -76,7 +102,9 @@ Run train(std::shared_ptr<kolo::Communicator> comm, int micro, int accumulation,
       {"gradient_accumulation_steps", accumulation},
       {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 1e-3}, {"weight_decay", 0.01}}}}},
       {"gradient_clipping", clipping},
-      {"zero_optimization", {{"stage", stage}}}};
+      // Stage 3 gathers every tensor (none is small enough to stay whole), with prefetch.
+      {"zero_optimization",
+       {{"stage", stage}, {"overlap_comm", true}, {"stage3_param_persistence_threshold", 0}}}};
   if (std::string(dtype) == "float16")
     json["fp16"] = {{"enabled", true}, {"initial_scale_power", 8}};
   if (std::string(dtype) == "bfloat16") json["bf16"] = {{"enabled", true}};
@@ -85,7 +113,7 @@ Run train(std::shared_ptr<kolo::Communicator> comm, int micro, int accumulation,
       R"({"preset": "tiny", "vocab_size": 500, "hidden_dropout_prob": 0,
           "attention_probs_dropout_prob": 0, "num_labels": 2, "mlm_head": false})"));
   kt::Bert model(kt::cpu_backend(), bert, config.storage_dtype(), micro, kSeq, 7);
-  kt::DataParallel parallel(comm, model, config.zero);
+  kt::DataParallel parallel(comm, model, config.zero, accumulation);
   kt::TrainStep step(model, config, steps, &parallel);
   kt::EpochSampler sampler(examples.size(),
                            {static_cast<size_t>(micro), true, true, 3, comm->rank(), world});
@@ -103,6 +131,11 @@ Run train(std::shared_ptr<kolo::Communicator> comm, int micro, int accumulation,
     step.finish(accumulation);
     run.losses.push_back(parallel.sum({loss / accumulation})[0] / world);
   }
+  run.resident_params = resident(model.params(), model.buffer_bytes());
+  run.resident_grads = resident(model.grads(), model.buffer_bytes());
+  run.block_bytes = parallel.partition().block * kolo::dtype_size(model.dtype());
+  run.prefetched = parallel.prefetched();
+  parallel.gather_all_params();  // stage 3: the whole model, to compare
   run.params_hash = fnv1a(model.params(), model.param_bytes());
   return run;
 }
@@ -116,7 +149,10 @@ std::string sci(double x) {
 }
 
 void check(bool ok, const std::string& what, int rank) {
-  if (rank == 0) std::printf("dist_check: %s %s\n", ok ? "PASS" : "FAIL", what.c_str());
+  // Rank 0 reports; another rank only when its own view of a check fails.
+  if (rank == 0 || !ok)
+    std::printf("dist_check: %s %s%s\n", ok ? "PASS" : "FAIL", what.c_str(),
+                rank == 0 ? "" : (" (rank " + std::to_string(rank) + ")").c_str());
   failures += ok ? 0 : 1;
 }
 
@@ -181,25 +217,45 @@ int main() {
     // A small clipping bound keeps clipping active, so the norm's bits matter too.
     for (const char* dtype : {"float32", "float16"}) {
       const Run stage0 = train(comm, 8, 1, dtype, examples, 0, 20, 0.05);
-      const Run stage1 = train(comm, 8, 1, dtype, examples, 1, 20, 0.05);
-      if (world == 2) {
-        const bool same =
-            stage0.params_hash == stage1.params_hash && stage0.losses == stage1.losses;
-        check(same,
-              std::string(dtype) +
-                  " ZeRO stages 0 and 1: bit-identical parameters and losses after 20 steps",
-              rank);
-      } else {
-        // fp16 gradients summed in another order differ by an fp16 ulp (2^-11 relative) here and
-        // there, and 20 Adam steps carry that into the loss: measured up to 9e-4.
-        const double bound = std::string(dtype) == "float16" ? 5e-3 : 1e-5;
-        const double differ = worst_relative(stage1.losses, stage0.losses);
-        check(differ <= bound,
-              std::string(dtype) + " ZeRO stages 0 and 1: losses within " + sci(bound) +
-                  " after 20 steps (" + sci(differ) + ")",
-              rank);
+      for (int stage : {1, 2, 3}) {
+        const Run other = train(comm, 8, 1, dtype, examples, stage, 20, 0.05);
+        const std::string stages =
+            std::string(dtype) + " ZeRO stages 0 and " + std::to_string(stage);
+        if (world == 2) {
+          check(stage0.params_hash == other.params_hash && stage0.losses == other.losses,
+                stages + ": bit-identical parameters and losses after 20 steps", rank);
+        } else {
+          // fp16 gradients summed in another order differ by an fp16 ulp (2^-11 relative) here
+          // and there, and 20 Adam steps carry that into the loss: measured up to 9e-4.
+          const double bound = std::string(dtype) == "float16" ? 5e-3 : 1e-5;
+          const double differ = worst_relative(other.losses, stage0.losses);
+          check(differ <= bound,
+                stages + ": losses within " + sci(bound) + " after 20 steps (" + sci(differ) + ")",
+                rank);
+        }
+        if (stage < 2) continue;
+        const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+        const size_t limit = other.block_bytes + 2 * page;
+        const size_t groups = 5;  // embeddings, 2 layers, pooler, classifier
+        const bool small = other.resident_grads <= limit &&
+                           (stage == 2 || other.resident_params <= limit + groups * page);
+        check(
+            small && (stage == 2 || other.prefetched > 0),
+            std::string(dtype) + " ZeRO stage " + std::to_string(stage) +
+                ": resident after a step: gradients " + std::to_string(other.resident_grads) +
+                " bytes, parameters " + std::to_string(other.resident_params) + " bytes, block " +
+                std::to_string(other.block_bytes) + " bytes" +
+                (stage == 3 ? ", " + std::to_string(other.prefetched) + " prefetched gathers" : ""),
+            rank);
       }
     }
+    const Run stage2_accumulated = train(comm, 4, 2, "float32", examples, 2);
+    const double stage2_worst = worst_relative(stage2_accumulated.losses, dist.losses);
+    check(stage2_worst <= 1e-5,
+          "ZeRO stage 2, 2 accumulation steps of 4 (fp32 block) = stage 0, 1 micro-batch of 8 "
+          "(worst relative loss difference " +
+              sci(stage2_worst) + ", bound 1e-5)",
+          rank);
     if (rank == 0) std::printf("dist_check: %d checks failed\n", failures);
     return failures == 0 ? 0 : 1;
   } catch (const kolo::Error& e) {

@@ -1,10 +1,14 @@
 // The CPU backend object and its memory, conversion and reduction methods; the kernels live
 // in the sibling files (gemm.cc, layernorm.cc, attention.cc, ...). Conversion is kolo::convert.
 #include <cblas.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "comm/base/convert.h"
@@ -93,6 +97,16 @@ int num_threads() {
 
 void* CpuBackend::alloc(size_t bytes) {
   const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded >= kMapBytes) {
+    void* m = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+      KOLO_THROW(ErrorCode::kInvalidArgument, "cpu alloc: cannot map ", bytes, " bytes");
+    }
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    std::lock_guard<std::mutex> lock(mutex_);
+    mapped_[static_cast<const char*>(m)] = {bytes, (rounded + page - 1) / page * page};
+    return m;  // zero-filled by the kernel
+  }
   void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
   if (p == nullptr) {
     KOLO_THROW(ErrorCode::kInvalidArgument, "cpu alloc: cannot allocate ", bytes, " bytes");
@@ -102,7 +116,49 @@ void* CpuBackend::alloc(size_t bytes) {
 }
 
 void CpuBackend::free(void* ptr) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = mapped_.find(static_cast<const char*>(ptr));
+    if (it != mapped_.end()) {
+      ::munmap(ptr, it->second.mapped);
+      mapped_.erase(it);
+      return;
+    }
+  }
   std::free(ptr);
+}
+
+void CpuBackend::discard(void* ptr, size_t bytes) {
+  if (bytes == 0) return;
+  char* begin = static_cast<char*>(ptr);
+  char* end = begin + bytes;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  char* first =
+      reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page);
+  char* last = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(end) / page * page);
+  bool mapped = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = mapped_.upper_bound(begin);
+    if (it != mapped_.begin()) {
+      --it;
+      const char* start = it->first;
+      mapped = end <= start + it->second.mapped;
+      // Up to the buffer's end: the rest of its last page is nobody's, so the page goes too.
+      if (end >= start + it->second.bytes && mapped)
+        last = const_cast<char*>(start) + it->second.mapped;
+    }
+  }
+  if (!mapped || first >= last) {
+    std::memset(begin, 0, bytes);
+    return;
+  }
+  // Whole pages: dropped (an anonymous private page reads as zero afterwards); the partial
+  // pages at either end are zeroed in place.
+  std::memset(begin, 0, static_cast<size_t>(first - begin));
+  if (last < end) std::memset(last, 0, static_cast<size_t>(end - last));
+  if (::madvise(first, static_cast<size_t>(last - first), MADV_DONTNEED) != 0)
+    std::memset(first, 0, static_cast<size_t>(last - first));
 }
 
 void CpuBackend::zero(void* ptr, size_t bytes) {

@@ -2,6 +2,9 @@
 // AVX2/FMA/F16C kernels for the rest. Each group of methods lives in its own .cc file here.
 #pragma once
 
+#include <map>
+#include <mutex>
+
 #include "trainer/kernels/backend.h"
 
 namespace kolo::trainer {
@@ -20,6 +23,7 @@ class CpuBackend final : public Backend {
   void* alloc(size_t bytes) override;
   void free(void* ptr) override;
   void zero(void* ptr, size_t bytes) override;
+  void discard(void* ptr, size_t bytes) override;
   void convert(void* dst, DType dst_dt, const void* src, DType src_dt, size_t n,
                float scale) override;
 
@@ -65,6 +69,17 @@ class CpuBackend final : public Backend {
                               int V, int ignore_index, float dloss, DType dt) override;
 
   double sum_squares(const void* x, size_t n, DType dt, bool* nonfinite) override;
+
+ private:
+  // Buffers of kMapBytes and more are anonymous mappings (zero pages from the kernel, resident
+  // only once written), so discard() can give their pages back: start -> the length asked
+  // for and the length mapped (whole pages).
+  static constexpr size_t kMapBytes = size_t{1} << 20;
+  struct Mapping {
+    size_t bytes, mapped;
+  };
+  std::mutex mutex_;
+  std::map<const char*, Mapping> mapped_;
 };
 
 }  // namespace kolo::trainer
