@@ -76,7 +76,8 @@ void check_kolo_keys(const kt::TrainConfig& config, bool print) {
       config.kolo.warn_unknown({"model", "seq_len", "seed", "pretrain", "finetune"});
   for (const char* phase : {"pretrain", "finetune"}) {
     const auto more =
-        config.kolo.section(phase).warn_unknown({"epochs", "max_steps", "max_windows", "set"});
+        config.kolo.section(phase).warn_unknown(
+        {"epochs", "max_steps", "max_windows", "evaluate", "set"});
     warnings.insert(warnings.end(), more.begin(), more.end());
   }
   if (print) kt::print_config_warnings(warnings);
@@ -216,6 +217,7 @@ void train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
     seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
     progress.message(name + ": epoch " + std::to_string(epoch + 1) + " done");
+    if (!phase.get_bool("evaluate", true)) continue;  // a large model's quick look
     // Stage 3: the whole model for evaluation (ranks evaluate different numbers of batches).
     parallel.gather_all_params();
     evaluate(progress);
@@ -266,6 +268,12 @@ int run(Job job, const Args& args) {
                    "train_batch_size=", phase->batch.train_batch_size, " is larger than the ",
                    corpus.train.size(), " training mails: one global batch (over ", job.world(),
                    " ranks) must fit the training set");
+  // Before the model is allocated: a run whose model state cannot fit this host is refused.
+  const size_t params = kt::Bert::make_layout(bert).num_params();
+  for (const kt::TrainConfig* phase : {&pre, &fine})
+    kt::check_memory_estimate(
+        kt::zero_formula_bytes(params, phase->storage_dtype(), *phase, job.world()),
+        job.comm->local_size(), params, *phase);
   kt::Bert model(kt::cpu_backend(), bert, base.storage_dtype(),
                  static_cast<int>(pre.batch.micro_batch_size), static_cast<int>(seq), seed);
   if (job.lead())

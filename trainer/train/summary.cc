@@ -3,7 +3,10 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstdio>
+
+#include "comm/base/error.h"
 
 namespace kolo::trainer {
 
@@ -22,6 +25,43 @@ size_t zero_formula_bytes(size_t params, DType storage, const TrainConfig& confi
     case 3: return static_cast<size_t>((p + g + k) * psi / n);
     default: return static_cast<size_t>((p + g + k) * psi);
   }
+}
+
+namespace {
+
+// MemAvailable from /proc/meminfo in bytes; 0 when it cannot be read.
+size_t mem_available_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+  std::fclose(f);
+  return static_cast<size_t>(kib) * 1024;
+}
+
+double gib(size_t bytes) {
+  return static_cast<double>(bytes) / (1ull << 30);
+}
+
+}  // namespace
+
+void check_memory_estimate(size_t per_rank_bytes, int local_ranks, size_t params,
+                           const TrainConfig& config) {
+  const size_t available = mem_available_bytes();
+  const size_t needed = per_rank_bytes * static_cast<size_t>(std::max(1, local_ranks));
+  if (available == 0 || needed <= available) return;
+  char text[600];
+  std::snprintf(text, sizeof text,
+                "memory estimate: %d rank(s) on this host x %.2f GiB of model state (ZeRO stage "
+                "%lld formula for %zu parameters: %.1f bytes each) = %.2f GiB, more than the "
+                "%.2f GiB available (MemAvailable), before any activation; use a higher "
+                "zero_optimization.stage or fewer ranks per host",
+                local_ranks, gib(per_rank_bytes), static_cast<long long>(config.zero.stage),
+                params, static_cast<double>(per_rank_bytes) / static_cast<double>(params),
+                gib(needed), gib(available));
+  KOLO_THROW(ErrorCode::kInvalidArgument, text);
 }
 
 size_t peak_rss_bytes() {

@@ -22,6 +22,13 @@ namespace kolo::trainer {
 // Mixed precision with Adam gives the paper's 16 Psi, 4 Psi + 12 Psi/N, 2 Psi + 14 Psi/N, 16 Psi/N.
 size_t zero_formula_bytes(size_t params, DType storage, const TrainConfig& config, int world);
 
+// Refuses, before anything is allocated, a run whose model state cannot fit this host:
+// `local_ranks` x `per_rank_bytes` (the formula above) against the kernel's MemAvailable.
+// Throws kInvalidArgument with the numbers and what to change; does nothing when MemAvailable
+// cannot be read.
+void check_memory_estimate(size_t per_rank_bytes, int local_ranks, size_t params,
+                           const TrainConfig& config);
+
 // Peak resident set size of this process so far (getrusage), in bytes.
 size_t peak_rss_bytes();
 
