@@ -57,6 +57,7 @@ void ParamGatherer::complete(Group& g) {
   const size_t cut2 = std::max(g.begin, std::min(g.end, own_.end));
   std::memcpy(base + g.begin * esize, all.data(), (cut1 - g.begin) * esize);
   std::memcpy(base + cut2 * esize, all.data() + (cut2 - g.begin) * esize, (g.end - cut2) * esize);
+  g.handle = engine::Handle();  // frees the engine's copy of the group
   g.resident = true;
   ++gathers_;
 }
