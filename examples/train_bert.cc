@@ -75,8 +75,7 @@ void check_kolo_keys(const kt::TrainConfig& config, bool print) {
   std::vector<std::string> warnings =
       config.kolo.warn_unknown({"model", "seq_len", "seed", "pretrain", "finetune"});
   for (const char* phase : {"pretrain", "finetune"}) {
-    const auto more =
-        config.kolo.section(phase).warn_unknown(
+    const auto more = config.kolo.section(phase).warn_unknown(
         {"epochs", "max_steps", "max_windows", "evaluate", "set"});
     warnings.insert(warnings.end(), more.begin(), more.end());
   }

@@ -35,6 +35,8 @@ struct Float32 {
   static Vec min(Vec a, Vec b) { return _mm512_min_ps(a, b); }
   static Vec max(Vec a, Vec b) { return _mm512_max_ps(a, b); }
   static Vec product(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+  static Vec splat(float x) { return _mm512_set1_ps(x); }
+  static Vec divide(Vec a, Vec b) { return _mm512_div_ps(a, b); }
 };
 
 struct Float64 {
@@ -47,6 +49,8 @@ struct Float64 {
   static Vec min(Vec a, Vec b) { return _mm512_min_pd(a, b); }
   static Vec max(Vec a, Vec b) { return _mm512_max_pd(a, b); }
   static Vec product(Vec a, Vec b) { return _mm512_mul_pd(a, b); }
+  static Vec splat(double x) { return _mm512_set1_pd(x); }
+  static Vec divide(Vec a, Vec b) { return _mm512_div_pd(a, b); }
 };
 
 // fp16 and bf16 compute in fp32 (reusing Float32's ops) and round to nearest even on store.
@@ -98,6 +102,10 @@ struct BFloat16 {
   }
   static Vec product(Vec a, Vec b) {
     return {Float32::product(a.even, b.even), Float32::product(a.odd, b.odd)};
+  }
+  static Vec splat(float x) { return {Float32::splat(x), Float32::splat(x)}; }
+  static Vec divide(Vec a, Vec b) {
+    return {Float32::divide(a.even, b.even), Float32::divide(a.odd, b.odd)};
   }
 
   // float_to_bfloat16 in vector form, leaving the result in the upper 16 bits of each lane:

@@ -185,7 +185,11 @@ void finish_average(void* data, size_t count, DType dtype, int divisor) {
   KOLO_CHECK_ARG(divisor > 0, "finish_average: divisor must be positive, got ", divisor);
   if (count == 0) return;
   KOLO_CHECK_ARG(data != nullptr, "finish_average: null buffer with count ", count);
-  scalar::finish_average(data, count, dtype, divisor);
+  switch (active_isa()) {
+    case Isa::kAvx512: return avx512::finish_average(data, count, dtype, divisor);
+    case Isa::kAvx2: return avx2::finish_average(data, count, dtype, divisor);
+    case Isa::kScalar: return scalar::finish_average(data, count, dtype, divisor);
+  }
 }
 
 }  // namespace kolo::reduce

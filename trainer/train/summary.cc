@@ -58,9 +58,9 @@ void check_memory_estimate(size_t per_rank_bytes, int local_ranks, size_t params
                 "%lld formula for %zu parameters: %.1f bytes each) = %.2f GiB, more than the "
                 "%.2f GiB available (MemAvailable), before any activation; use a higher "
                 "zero_optimization.stage or fewer ranks per host",
-                local_ranks, gib(per_rank_bytes), static_cast<long long>(config.zero.stage),
-                params, static_cast<double>(per_rank_bytes) / static_cast<double>(params),
-                gib(needed), gib(available));
+                local_ranks, gib(per_rank_bytes), static_cast<long long>(config.zero.stage), params,
+                static_cast<double>(per_rank_bytes) / static_cast<double>(params), gib(needed),
+                gib(available));
   KOLO_THROW(ErrorCode::kInvalidArgument, text);
 }
 
