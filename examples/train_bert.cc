@@ -105,6 +105,17 @@ kt::TokenBatcherOptions batcher_options(const kt::TrainConfig& config, size_t ba
   return o;
 }
 
+// Every rank prints the metrics (they are reduced over the ranks, so the lines are the same);
+// rank 0 through its progress printer, which owns the terminal's progress bar.
+void print_metrics(const Job& job, kt::ProgressPrinter& progress, const char* line) {
+  if (job.lead()) {
+    progress.message(line);
+    return;
+  }
+  std::printf("%s\n", line);
+  std::fflush(stdout);
+}
+
 void report_mlm(const Job& job, kt::Bert& model, const kt::TokenBatcher& test,
                 kt::ProgressPrinter& progress) {
   model.set_training(false);
@@ -127,7 +138,7 @@ void report_mlm(const Job& job, kt::Bert& model, const kt::TokenBatcher& test,
                 "pretrain: test masked-LM loss %.4f, accuracy %.4f (%lld tokens)",
                 counted ? loss / counted : 0.0, counted ? correct / counted : 0.0,
                 static_cast<long long>(counted));
-  progress.message(line);
+  print_metrics(job, progress, line);
 }
 
 void report_classification(const Job& job, kt::Bert& model, const kt::TokenBatcher& test,
@@ -152,7 +163,7 @@ void report_classification(const Job& job, kt::Bert& model, const kt::TokenBatch
                 "spam = positive)",
                 matrix.accuracy(), matrix.precision(), matrix.recall(), matrix.f1(),
                 static_cast<long long>(matrix.total()));
-  progress.message(line);
+  print_metrics(job, progress, line);
 }
 
 // Trains `model` for the phase's epochs on `train` (this rank's slice of every global batch);

@@ -130,12 +130,12 @@ int run(Job job, const Args& args) {
   parallel.gather_all_params();  // the final evaluation and the saved weights
   const double accuracy = evaluate(job, model, data.test, 500);
   const double all_samples = job.sum({samples})[0];
-  if (job.lead())
-    std::printf(
-        "train_mnist: test accuracy %.4f (%zu images), %lld steps applied, %lld skipped "
-        "(fp16 overflow)\n",
-        accuracy, data.test.count, static_cast<long long>(step.applied_steps()),
-        static_cast<long long>(step.skipped_steps()));
+  // Every rank prints it: the counts are summed over the ranks, so the lines are the same.
+  std::printf(
+      "train_mnist: test accuracy %.4f (%zu images), %lld steps applied, %lld skipped "
+      "(fp16 overflow)\n",
+      accuracy, data.test.count, static_cast<long long>(step.applied_steps()),
+      static_cast<long long>(step.skipped_steps()));
   // tokens_per_s counts images for this model.
   std::printf("%s\n", kt::format_summary({"train", job.world(), config.zero.stage, model.dtype(),
                                           loop.done(), seconds > 0 ? all_samples / seconds : 0,

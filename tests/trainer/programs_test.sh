@@ -28,6 +28,9 @@ grep -q "bfloat16" "$out/bert_bf16.log"
 # Data parallel: two ranks under kolorun (torchrun-style variables are set by kolorun too),
 # the same metrics on both, a summary line per phase and rank.
 "$kolorun" -np 2 "$build/examples/train_bert" "${quick[@]}" | tee "$out/bert_np2.log"
+# Every rank prints the same (reduced) metrics.
+test "$(grep '^\[0\] finetune: test accuracy' "$out/bert_np2.log" | cut -c5-)" = \
+  "$(grep '^\[1\] finetune: test accuracy' "$out/bert_np2.log" | cut -c5-)"
 grep -q "^\[0\] finetune: test accuracy" "$out/bert_np2.log"
 test "$(grep -c '^\[[01]\] summary: phase .* world 2 stage 2 dtype float16 steps 6 tokens_per_s' "$out/bert_np2.log")" -eq 4
 # Stage 3 with activation checkpointing: the partition_activations warning once, on rank 0.
@@ -38,7 +41,8 @@ test "$(grep -c '^\[[01]\] summary: phase .* world 2 stage 3 dtype float16 steps
 test "$(grep -c 'partition_activations: accepted and ignored' "$out/bert_z3.log")" -eq 1
 grep -q "activation checkpointing: every 1 layer" "$out/bert_z3.log"
 "$kolorun" -np 2 "$build/examples/train_mnist" --set kolo.epochs=1 | tee "$out/mnist_np2.log"
-grep -q "^\[0\] train_mnist: test accuracy" "$out/mnist_np2.log"
+test "$(grep '^\[0\] train_mnist: test accuracy' "$out/mnist_np2.log" | cut -c5-)" = \
+  "$(grep '^\[1\] train_mnist: test accuracy' "$out/mnist_np2.log" | cut -c5-)"
 # Batch sizes that do not fit the world size: one clear error on every rank, exit status 1,
 # before any connection (so each rank is started alone, torchrun-style: a launcher would stop
 # the others as soon as the first one fails).
