@@ -39,8 +39,30 @@ char* chunk_buffer() {
   return buffer;
 }
 
+// dst[0..count) = x_0 op x_1 op ... op x_{n-1}, combined in rank order whichever rank computes
+// it, so an element's result does not depend on which block (owner) it falls in: a tensor gives
+// the same bits wherever a fusion buffer places it. `own` is this rank's x (it may be dst);
+// source(q) returns rank q's bytes, valid until the next call.
+template <class Source>
+void combine_in_rank_order(char* dst, const char* own, int rank, int n, size_t count, DType dtype,
+                           ReduceOp op, Source&& source) {
+  const size_t bytes = count * dtype_size(dtype);
+  const char* mine = own;
+  if (rank != 0 && dst == own) {  // dst takes x_0 first: keep x_rank
+    static thread_local std::vector<char> stash;
+    stash.assign(own, own + bytes);
+    mine = stash.data();
+  }
+  if (rank != 0)
+    std::memcpy(dst, source(0), bytes);
+  else if (dst != mine)
+    std::memcpy(dst, mine, bytes);
+  for (int q = 1; q < n; ++q)
+    reduce::combine(dst, dst, q == rank ? mine : source(q), count, dtype, op);
+}
+
 // dst[0..bytes) = input[0..bytes) op (the same range of every peer's published buffer
-// `index`, at byte offset `offset`), peers taken in a fixed order after `ctx.rank()`.
+// `index`, at byte offset `offset`), in rank order (combine_in_rank_order).
 void reduce_from_peers(transport::SharedMemory& ctx, int index, size_t offset, const char* input,
                        char* dst, size_t bytes, DType dtype, ReduceOp op) {
   const int n = ctx.size();
@@ -48,18 +70,13 @@ void reduce_from_peers(transport::SharedMemory& ctx, int index, size_t offset, c
   const size_t chunk = kChunkBytes / esize * esize;
   for (size_t at = 0; at < bytes; at += chunk) {
     const size_t len = std::min(chunk, bytes - at);
-    const char* a = input + at;
-    for (int step = 1; step < n; ++step) {
-      const int peer = (ctx.rank() + step) % n;
-      const char* remote = ctx.peer_address(peer, index) + offset + at;
-      const char* b = remote;
-      if (!ctx.same_process(peer)) {
-        ctx.read_peer(peer, remote, chunk_buffer(), len);
-        b = chunk_buffer();
-      }
-      reduce::combine(dst + at, a, b, len / esize, dtype, op);
-      a = dst + at;
-    }
+    combine_in_rank_order(dst + at, input + at, ctx.rank(), n, len / esize, dtype, op,
+                          [&](int peer) -> const char* {
+                            const char* remote = ctx.peer_address(peer, index) + offset + at;
+                            if (ctx.same_process(peer)) return remote;
+                            ctx.read_peer(peer, remote, chunk_buffer(), len);
+                            return chunk_buffer();
+                          });
   }
 }
 
@@ -119,8 +136,7 @@ void staged_scatter(transport::SharedMemory& ctx, size_t rounds_bytes, Outgoing 
 }
 
 // The reduce-scatter of the staged path: rank r ends with out[0..blocks[r].count) = block r
-// of every rank's input combined (averaged for kAverage), peers in the same order as
-// reduce_from_peers.
+// of every rank's input combined (averaged for kAverage), in rank order as reduce_from_peers.
 void staged_reduce_scatter(transport::SharedMemory& ctx, const char* in, char* out,
                            const std::vector<Block>& blocks, DType dtype, ReduceOp op) {
   const int n = ctx.size(), r = ctx.rank();
@@ -135,11 +151,7 @@ void staged_reduce_scatter(transport::SharedMemory& ctx, const char* in, char* o
       [&](size_t at, auto staged, size_t piece) {
         if (at >= block_bytes(r)) return;
         const size_t count = std::min(piece, block_bytes(r) - at) / esize;
-        const char* a = own + at;
-        for (int step = 1; step < n; ++step) {
-          reduce::combine(out + at, a, staged((r + step) % n), count, dtype, op);
-          a = out + at;
-        }
+        combine_in_rank_order(out + at, own + at, r, n, count, dtype, op, staged);
         if (op == ReduceOp::kAverage) reduce::finish_average(out + at, count, dtype, n);
       });
 }

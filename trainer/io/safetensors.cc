@@ -3,6 +3,7 @@
 #include "trainer/io/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -92,7 +93,7 @@ std::map<std::string, std::string> parse_metadata(const nlohmann::json& m,
 // One header entry: {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, checked
 // against the data section.
 SafetensorsFile::Entry parse_entry(const std::string& name, const nlohmann::json& t,
-                                   const uint8_t* data, size_t data_bytes,
+                                   const uint8_t* data, size_t data_start, size_t data_bytes,
                                    const std::string& path) {
   std::string context = path + ": tensor '" + name + "'";
   KOLO_CHECK_ARG(t.is_object() && t.contains("dtype") && t.contains("shape") &&
@@ -117,7 +118,8 @@ SafetensorsFile::Entry parse_entry(const std::string& name, const nlohmann::json
   e.bytes = end - begin;
   KOLO_CHECK_EQ(shape_numel(e.shape, context) * dtype_size(e.dtype), e.bytes,
                 ErrorCode::kInvalidArgument, context, ": shape and byte range disagree");
-  e.data = data + begin;
+  e.data = data != nullptr ? data + begin : nullptr;
+  e.offset = data_start + begin;
   return e;
 }
 
@@ -185,29 +187,57 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   size_t got = std::fread(buffer_.data(), 1, buffer_.size(), f);
   std::fclose(f);
   if (size < 0 || got != buffer_.size()) KOLO_THROW(ErrorCode::kIo, "read ", path_, " failed");
+  parse(buffer_.size());
+}
 
-  KOLO_CHECK_ARG(buffer_.size() >= 8, path_, ": ", buffer_.size(),
+SafetensorsFile SafetensorsFile::header_only(std::string path) {
+  SafetensorsFile file;
+  file.path_ = std::move(path);
+  const int fd = ::open(file.path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) KOLO_THROW_ERRNO("open ", file.path_);
+  struct stat st {};
+  const bool sized = ::fstat(fd, &st) == 0;
+  const size_t file_bytes = sized ? static_cast<size_t>(st.st_size) : 0;
+  uint8_t len[8] = {};
+  uint64_t header_len = 0;
+  if (sized && file_bytes >= 8 && ::pread(fd, len, 8, 0) == 8)
+    for (int i = 0; i < 8; ++i) header_len |= static_cast<uint64_t>(len[i]) << (8 * i);
+  const size_t want = 8 + static_cast<size_t>(std::min<uint64_t>(
+                              header_len, std::min<uint64_t>(kMaxHeaderBytes, file_bytes)));
+  file.buffer_.assign(std::min(want, file_bytes), 0);
+  const ssize_t got = ::pread(fd, file.buffer_.data(), file.buffer_.size(), 0);
+  ::close(fd);
+  if (!sized || got != static_cast<ssize_t>(file.buffer_.size()))
+    KOLO_THROW(ErrorCode::kIo, "read ", file.path_, " failed");
+  file.parse(file_bytes);
+  return file;
+}
+
+void SafetensorsFile::parse(size_t file_bytes) {
+  KOLO_CHECK_ARG(file_bytes >= 8 && buffer_.size() >= 8, path_, ": ", file_bytes,
                  " bytes, too short for a safetensors file");
   uint64_t header_len = 0;
   for (int i = 0; i < 8; ++i) header_len |= static_cast<uint64_t>(buffer_[i]) << (8 * i);
-  KOLO_CHECK_ARG(header_len <= kMaxHeaderBytes && header_len <= buffer_.size() - 8, path_,
-                 ": header length ", header_len, " exceeds the file (", buffer_.size(),
+  KOLO_CHECK_ARG(header_len <= kMaxHeaderBytes && header_len <= file_bytes - 8 &&
+                     header_len <= buffer_.size() - 8,
+                 path_, ": header length ", header_len, " exceeds the file (", file_bytes,
                  " bytes) or 100 MiB");
   const char* text = reinterpret_cast<const char*>(buffer_.data() + 8);
   nlohmann::json header = nlohmann::json::parse(text, text + header_len, nullptr, false);
   KOLO_CHECK_ARG(header.is_object(), path_, ": header is not a JSON object");
-  const uint8_t* data = buffer_.data() + 8 + header_len;
-  size_t data_bytes = buffer_.size() - 8 - header_len;
+  const size_t data_start = 8 + header_len;
+  const uint8_t* data = buffer_.size() == file_bytes ? buffer_.data() + data_start : nullptr;
+  const size_t data_bytes = file_bytes - data_start;
 
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
       metadata_ = parse_metadata(*it, path_);
     } else {
-      entries_.push_back(parse_entry(it.key(), *it, data, data_bytes, path_));
+      entries_.push_back(parse_entry(it.key(), *it, data, data_start, data_bytes, path_));
     }
   }
   std::sort(entries_.begin(), entries_.end(),
-            [](const Entry& a, const Entry& b) { return a.data < b.data; });
+            [](const Entry& a, const Entry& b) { return a.offset < b.offset; });
 }
 
 const SafetensorsFile::Entry* SafetensorsFile::get(const std::string& name) const {

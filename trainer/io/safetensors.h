@@ -37,10 +37,14 @@ class SafetensorsFile {
     std::vector<int64_t> shape;
     const uint8_t* data = nullptr;  // into this object's buffer; unaligned in general
     size_t bytes = 0;
+    size_t offset = 0;  // of the first byte in the file
     size_t numel() const;
   };
 
   explicit SafetensorsFile(std::string path);  // throws kolo::Error(kIo / kInvalidArgument)
+  // Only the header: entries carry their file offset and no data (read them with pread), so a
+  // reader that needs a few ranges of a large file does not load it whole.
+  static SafetensorsFile header_only(std::string path);
 
   const std::string& path() const { return path_; }
   const std::vector<Entry>& tensors() const { return entries_; }  // in file (offset) order
@@ -49,6 +53,11 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
+  SafetensorsFile() = default;
+  // Parses the header held in buffer_ (its first 8 + header length bytes) for a file of
+  // file_bytes bytes; data pointers are set when the whole file is in buffer_.
+  void parse(size_t file_bytes);
+
   std::string path_;
   std::vector<uint8_t> buffer_;
   std::vector<Entry> entries_;

@@ -50,6 +50,13 @@ class TrainStep {
   // fp32 master copy (half storage), the optimizer's states.
   size_t model_state_bytes();
 
+  // For checkpoints: the range of the flat buffers this rank updates, its fp32 master weights
+  // (range().end - range().begin elements), its optimizer and the loss scaler.
+  const Partition& range() const { return range_; }
+  float* master() { return precision_.master(); }
+  Optimizer& optimizer() { return *optimizer_; }
+  DynamicLossScaler& mutable_scaler() { return scaler_; }
+
  private:
   void zero_grads();
 

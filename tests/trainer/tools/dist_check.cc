@@ -18,6 +18,12 @@
 //      parameter group (a page two released groups share stays) (mincore); stage 3 prefetched;
 //   6. stage 2 with 2 accumulation steps of 4 (each micro-batch reduced into an fp32 block)
 //      against stage 0 with one micro-batch of 8: losses within 1e-5 relative.
+//   7. checkpoints: 12 steps with a save after step 6, and a second run resumed from it: the
+//      resumed steps' losses and the final parameters bit-identical (fp32 and fp16, stages
+//      0-3, at this world size);
+//   8. at world 3: a world-2 stage-2 run (ranks 0 and 1) saves after step 6, and world 3 at
+//      stage 3 and world 1 at stage 0 resume from it: each of the next 10 steps' losses within
+//      1e-4 relative of the uninterrupted world-2 run (the same global batches).
 // Prints one line per check and exits 1 when any fails.
 #include <sys/mman.h>
 #include <unistd.h>
@@ -26,12 +32,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/bootstrap/store.h"
 #include "comm/communicator.h"
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/train_config.h"
 #include "trainer/data/rng.h"
 #include "trainer/data/sampler.h"
@@ -92,9 +100,16 @@ uint64_t fnv1a(const void* data, size_t bytes) {
   return h;
 }
 
+// Checkpoints within a run: save after step `save_at` (0: never) into `dir`, or start from the
+// checkpoint in `resume` (its steps are not run again; their losses are left out).
+struct Checkpoints {
+  std::string dir, resume;
+  int save_at = 0;
+};
+
 Run train(std::shared_ptr<kolo::Communicator> comm, int micro, int accumulation, const char* dtype,
           const std::vector<kt::TokenExample>& examples, int stage = 0, int steps = kSteps,
-          double clipping = 1.0) {
+          double clipping = 1.0, const Checkpoints& checkpoints = {}) {
   const int world = comm->size();
   nlohmann::json json = {
       {"train_batch_size", micro * accumulation * world},
@@ -118,7 +133,12 @@ Run train(std::shared_ptr<kolo::Communicator> comm, int micro, int accumulation,
   kt::EpochSampler sampler(examples.size(),
                            {static_cast<size_t>(micro), true, true, 3, comm->rank(), world});
   Run run;
-  for (int s = 0; s < steps; ++s) {
+  int first = 0;
+  if (!checkpoints.resume.empty())
+    first = static_cast<int>(
+        kt::load_checkpoint(kt::resolve_checkpoint(checkpoints.resume), model, step, parallel)
+            .step);
+  for (int s = first; s < steps; ++s) {
     double loss = 0;
     for (int a = 0; a < accumulation; ++a) {
       step.begin_micro(a == accumulation - 1);
@@ -130,6 +150,9 @@ Run train(std::shared_ptr<kolo::Communicator> comm, int micro, int accumulation,
     }
     step.finish(accumulation);
     run.losses.push_back(parallel.sum({loss / accumulation})[0] / world);
+    if (s + 1 == checkpoints.save_at)
+      kt::save_checkpoint(checkpoints.dir, model, step, parallel, {"check", s + 1, s + 1, 0, s + 1},
+                          json);
   }
   run.resident_params = resident(model.params(), model.buffer_bytes());
   run.resident_grads = resident(model.grads(), model.buffer_bytes());
@@ -256,6 +279,57 @@ int main() {
           "(worst relative loss difference " +
               sci(stage2_worst) + ", bound 1e-5)",
           rank);
+    // Checkpoints: a folder of its own per job (rank 0 picks it, the others learn it).
+    std::vector<char> folder(256, 0);
+    if (rank == 0) {
+      std::string made = std::filesystem::temp_directory_path() /
+                         ("kolo_dist_check_" + std::to_string(::getpid()));
+      std::snprintf(folder.data(), folder.size(), "%s", made.c_str());
+    }
+    comm->broadcast(folder.data(), folder.size(), kolo::DType::kUInt8, 0);
+    const std::string dir(folder.data());
+    for (const char* dtype : {"float32", "float16"}) {
+      for (int stage : {0, 1, 2, 3}) {
+        const std::string sub = dir + "/" + dtype + "_" + std::to_string(stage);
+        const Run whole = train(comm, 8, 1, dtype, examples, stage, 12, 0.05, {sub, "", 6});
+        const Run resumed = train(comm, 8, 1, dtype, examples, stage, 12, 0.05, {"", sub, 0});
+        const std::vector<double> tail(whole.losses.begin() + 6, whole.losses.end());
+        check(resumed.losses == tail && resumed.params_hash == whole.params_hash,
+              std::string(dtype) + " ZeRO stage " + std::to_string(stage) +
+                  ": resumed after step 6 of 12, bit-identical losses and parameters",
+              rank);
+      }
+    }
+    if (world == 3) {
+      // World 2 at stage 2 on ranks 0 and 1, saving after step 6 of 16 (global batch 24).
+      auto pair = comm->split(rank < 2 ? 0 : kolo::kUndefinedColor, rank);
+      const std::string sub = dir + "/cross";
+      Run two;
+      if (pair != nullptr) two = train(pair, 12, 1, "float32", examples, 2, 16, 1.0, {sub, "", 6});
+      std::vector<double> reference(10, 0.0);
+      if (rank == 0) std::copy(two.losses.begin() + 6, two.losses.end(), reference.begin());
+      comm->broadcast(reference.data(), reference.size(), kolo::DType::kFloat64, 0);
+      const Run three = train(comm, 8, 1, "float32", examples, 3, 16, 1.0, {"", sub, 0});
+      const double worst3 = worst_relative(three.losses, reference);
+      check(worst3 <= 1e-4,
+            "saved at world 2 stage 2, resumed at world 3 stage 3: 10 losses within 1e-4 (" +
+                sci(worst3) + ")",
+            rank);
+      std::vector<double> worst1(1, 0.0);
+      if (rank == 0) {
+        auto alone =
+            kolo::Communicator::create(std::make_shared<kolo::bootstrap::MemoryStore>(), 0, 1);
+        worst1[0] = worst_relative(
+            train(alone, 24, 1, "float32", examples, 0, 16, 1.0, {"", sub, 0}).losses, reference);
+      }
+      comm->broadcast(worst1.data(), 1, kolo::DType::kFloat64, 0);
+      check(worst1[0] <= 1e-4,
+            "saved at world 2 stage 2, resumed at world 1 stage 0: 10 losses within 1e-4 (" +
+                sci(worst1[0]) + ")",
+            rank);
+    }
+    comm->barrier();
+    if (rank == 0) std::filesystem::remove_all(dir);
     if (rank == 0) std::printf("dist_check: %d checks failed\n", failures);
     return failures == 0 ? 0 : 1;
   } catch (const kolo::Error& e) {

@@ -1,0 +1,395 @@
+// Checkpoint save and load: the per-rank shards, the model file, the index, the atomic folder
+// protocol and the range reads of a resume.
+#include "trainer/checkpoint/checkpoint.h"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "comm/base/error.h"
+#include "trainer/dist/partition.h"
+#include "trainer/io/safetensors.h"
+
+// Like KOLO_CHECK_ARG with the error code given (kIo for files, kInvalidArgument for content).
+#define CHECK_OR_THROW(cond, code, ...)         \
+  do {                                          \
+    if (!(cond)) KOLO_THROW(code, __VA_ARGS__); \
+  } while (0)
+
+namespace kolo::trainer {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kFormat = "kolo-checkpoint";
+constexpr int kFormatVersion = 1;
+
+std::string shard_name(int rank, int world) {
+  char name[64];
+  std::snprintf(name, sizeof name, "rank-%05d-of-%05d.safetensors", rank, world);
+  return name;
+}
+
+std::string step_name(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof name, "step-%06lld", static_cast<long long>(step));
+  return name;
+}
+
+// "<name>.<kind>[first:end]": elements [first, end) of the tensor.
+std::string piece_name(const ParamInfo& p, const std::string& kind, size_t first, size_t end) {
+  return p.name + "." + kind + "[" + std::to_string(first) + ":" + std::to_string(end) + "]";
+}
+
+// Every buffer a shard holds, by kind: the master weights and each optimizer state, all of
+// them this rank's range of the flat buffer.
+struct Buffer {
+  std::string kind;
+  float* data;
+};
+std::vector<Buffer> buffers(TrainStep& step) {
+  std::vector<Buffer> out = {{"master", step.master()}};
+  for (const OptimizerStateBuffer& s : step.optimizer().state())
+    out.push_back({s.name, s.data->data()});
+  return out;
+}
+
+void fsync_path(const std::string& path, bool directory) {
+  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) return;  // best effort, as for write_safetensors' directory
+  (void)::fsync(fd);
+  ::close(fd);
+}
+
+// Writes `text` to `path` atomically (temporary name, fsync, rename).
+void write_text_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) KOLO_THROW(ErrorCode::kIo, "write ", tmp, " failed (disk full?)");
+  }
+  fsync_path(tmp, false);
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp);
+    KOLO_THROW(ErrorCode::kIo, "rename ", tmp, " to ", path, ": ", ec.message());
+  }
+  fsync_path(fs::path(path).parent_path().string(), true);
+}
+
+// One flag per rank: true everywhere when every rank's `ok` is true.
+bool all_ok(Communicator& comm, bool ok) {
+  uint8_t failed = ok ? 0 : 1;
+  comm.allreduce(&failed, &failed, 1, DType::kUInt8, ReduceOp::kMax);
+  return failed == 0;
+}
+
+// Runs `work` on this rank; then every rank learns whether all succeeded. A failure anywhere
+// throws on every rank: the failing ones with their own message.
+template <typename Work>
+void collectively(Communicator& comm, const std::string& what, Work&& work) {
+  std::string error;
+  try {
+    work();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  if (all_ok(comm, error.empty())) return;
+  KOLO_THROW(ErrorCode::kIo, what, " failed",
+             error.empty() ? std::string(" on another rank (see its error)") : ": " + error);
+}
+
+nlohmann::json layout_json(const ParamLayout& layout) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ParamInfo& p : layout.params())
+    out.push_back({{"name", p.name}, {"shape", p.shape}, {"offset", p.offset}, {"numel", p.numel}});
+  return out;
+}
+
+std::string hex(const unsigned char* bytes, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < n; ++i) {
+    out += digits[bytes[i] >> 4];
+    out += digits[bytes[i] & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string sha256_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) KOLO_THROW_ERRNO("open ", path);
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1;
+  std::vector<unsigned char> chunk(size_t{4} << 20);
+  for (ssize_t got = 0; ok && (got = ::read(fd, chunk.data(), chunk.size())) != 0;) {
+    if (got < 0) {
+      ok = false;
+      break;
+    }
+    ok = EVP_DigestUpdate(ctx.get(), chunk.data(), static_cast<size_t>(got)) == 1;
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  ok = ok && EVP_DigestFinal_ex(ctx.get(), digest, &length) == 1;
+  ::close(fd);
+  if (!ok) KOLO_THROW(ErrorCode::kIo, "SHA-256 of ", path, " failed");
+  return hex(digest, length);
+}
+
+std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& step,
+                            DataParallel& parallel, const TrainPosition& position,
+                            const nlohmann::json& config, int64_t keep) {
+  Communicator& comm = parallel.communicator();
+  const int rank = comm.rank(), world = comm.size();
+  const std::string name = step_name(position.global_step);
+  const std::string final_dir = (fs::path(dir) / name).string();
+  const std::string tmp_dir = (fs::path(dir) / ("." + name + ".partial")).string();
+  collectively(comm, "checkpoint " + final_dir + ": creating the folder", [&] {
+    if (rank != 0) return;
+    fs::create_directories(dir);
+    fs::remove_all(tmp_dir);  // a save that died before its rename
+    fs::create_directories(tmp_dir);
+  });
+
+  // This rank's shard: its partition for `world` ranks, whatever the stage.
+  const ParamLayout& layout = model.layout();
+  const Partition mine = partition_of(layout, world, rank);
+  const Partition& held = step.range();
+  CHECK_OR_THROW(held.begin <= mine.begin && mine.end <= held.end, ErrorCode::kInternal,
+                 "checkpoint: rank ", rank, " holds [", held.begin, ", ", held.end,
+                 ") but must write [", mine.begin, ", ", mine.end, ")");
+  const std::vector<Buffer> kinds = buffers(step);
+  std::vector<TensorRef> pieces;
+  std::vector<std::string> names;
+  names.reserve(layout.params().size() * kinds.size());
+  for (const Buffer& buffer : kinds) {
+    for (const ParamInfo& p : layout.params()) {
+      const size_t lo = std::max(p.offset, mine.begin), hi = std::min(p.offset + p.numel, mine.end);
+      if (lo >= hi) continue;
+      names.push_back(piece_name(p, buffer.kind, lo - p.offset, hi - p.offset));
+      pieces.push_back({names.back(),
+                        DType::kFloat32,
+                        {static_cast<int64_t>(hi - lo)},
+                        buffer.data + (lo - held.begin)});
+    }
+  }
+  const std::string shard = shard_name(rank, world);
+  std::string digest(64, '0');
+  collectively(comm, "checkpoint " + final_dir + ": writing " + shard, [&] {
+    const std::string path = (fs::path(tmp_dir) / shard).string();
+    write_safetensors(path, pieces, {{"format", kFormat}, {"rank", std::to_string(rank)}});
+    digest = sha256_file(path);
+  });
+  std::vector<char> digests(static_cast<size_t>(world) * 64);
+  comm.allgather(digest.data(), digests.data(), 64, DType::kUInt8);
+
+  // The 16-bit model once (stage 3 gathers it for the moment), then the index and the rename.
+  parallel.gather_all_params();
+  collectively(comm, "checkpoint " + final_dir, [&] {
+    if (rank != 0) return;
+    const std::string model_path = (fs::path(tmp_dir) / "model.safetensors").string();
+    model.save(model_path, {{"format", "pt"}});
+    nlohmann::json files = nlohmann::json::object();
+    files["model.safetensors"] = {{"sha256", sha256_file(model_path)},
+                                  {"bytes", fs::file_size(model_path)}};
+    for (int r = 0; r < world; ++r) {
+      const Partition p = partition_of(layout, world, r);
+      const std::string file = shard_name(r, world);
+      files[file] = {{"sha256", std::string(digests.data() + size_t(r) * 64, 64)},
+                     {"bytes", fs::file_size(fs::path(tmp_dir) / file)},
+                     {"rank", r},
+                     {"begin", p.begin},
+                     {"end", p.end}};
+    }
+    const DynamicLossScaler& scaler = step.scaler();
+    nlohmann::json state_names = nlohmann::json::array();
+    for (const Buffer& b : kinds) state_names.push_back(b.kind);
+    const nlohmann::json index = {{"format", kFormat},
+                                  {"format_version", kFormatVersion},
+                                  {"kolo_version", KOLO_VERSION_STRING},
+                                  {"phase", position.phase},
+                                  {"step", position.step},
+                                  {"global_step", position.global_step},
+                                  {"epoch", position.epoch},
+                                  {"step_in_epoch", position.step_in_epoch},
+                                  {"world_size", world},
+                                  {"stage", parallel.stage()},
+                                  {"dtype", dtype_name(model.dtype())},
+                                  {"optimizer", step.optimizer().name()},
+                                  {"optimizer_step", step.optimizer().step_count()},
+                                  {"buffers", state_names},
+                                  {"loss_scaler",
+                                   {{"scale", scaler.scale()},
+                                    {"clean_steps", scaler.clean_steps_since_overflow_or_growth()},
+                                    {"hysteresis_left", scaler.hysteresis_left()},
+                                    {"skipped_steps", scaler.skipped_steps()}}},
+                                  {"total", layout.total()},
+                                  {"layout", layout_json(layout)},
+                                  {"files", files},
+                                  {"config", config}};
+    write_text_atomic((fs::path(tmp_dir) / "index.json").string(), index.dump(1));
+    fs::remove_all(final_dir);  // an older save of the same step
+    fs::rename(tmp_dir, final_dir);
+    fsync_path(dir, true);
+    write_text_atomic((fs::path(dir) / "latest").string(), name + "\n");
+    if (keep <= 0) return;
+    std::vector<std::string> steps;
+    for (const auto& entry : fs::directory_iterator(dir)) {
+      const std::string n = entry.path().filename().string();
+      if (entry.is_directory() && n.rfind("step-", 0) == 0) steps.push_back(n);
+    }
+    std::sort(steps.begin(), steps.end());
+    for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
+      if (steps[i] != name) fs::remove_all(fs::path(dir) / steps[i]);
+  });
+  parallel.release_params();
+  return final_dir;
+}
+
+nlohmann::json read_checkpoint_index(const std::string& folder) {
+  const std::string path = (fs::path(folder) / "index.json").string();
+  std::ifstream in(path, std::ios::binary);
+  CHECK_OR_THROW(in.good(), ErrorCode::kIo, "checkpoint: cannot open ", path);
+  nlohmann::json index = nlohmann::json::parse(in, nullptr, false);
+  CHECK_OR_THROW(!index.is_discarded() && index.is_object() && index.value("format", "") == kFormat,
+                 ErrorCode::kInvalidArgument, path, ": not a kolo checkpoint index");
+  CHECK_OR_THROW(index.value("format_version", 0) == kFormatVersion, ErrorCode::kInvalidArgument,
+                 path, ": format version ", index.value("format_version", 0), ", this kolo reads ",
+                 kFormatVersion);
+  return index;
+}
+
+std::string resolve_checkpoint(const std::string& path) {
+  if (fs::exists(fs::path(path) / "index.json")) return path;
+  const fs::path latest = fs::path(path) / "latest";
+  std::ifstream in(latest);
+  CHECK_OR_THROW(in.good(), ErrorCode::kInvalidArgument, "checkpoint: ", path,
+                 " holds neither index.json (a step folder) nor latest (a checkpoint folder)");
+  std::string name;
+  std::getline(in, name);
+  const fs::path folder = fs::path(path) / name;
+  CHECK_OR_THROW(!name.empty() && fs::exists(folder / "index.json"), ErrorCode::kInvalidArgument,
+                 "checkpoint: ", latest.string(), " names '", name, "', which has no index.json");
+  return folder.string();
+}
+
+TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep& step,
+                              DataParallel& parallel) {
+  const nlohmann::json index = read_checkpoint_index(folder);
+  const std::string index_path = (fs::path(folder) / "index.json").string();
+  // The layout: the same names, shapes and offsets, or the first tensor that differs.
+  const ParamLayout& layout = model.layout();
+  const nlohmann::json& saved = index.at("layout");
+  for (size_t i = 0; i < std::max(saved.size(), layout.params().size()); ++i) {
+    CHECK_OR_THROW(
+        i < saved.size() && i < layout.params().size(), ErrorCode::kInvalidArgument, index_path,
+        ": the checkpoint has ", saved.size(), " tensors, the model ", layout.params().size(),
+        " (first unmatched: ",
+        i < saved.size() ? saved[i].at("name").get<std::string>() : layout.params()[i].name, ")");
+    const ParamInfo& p = layout.params()[i];
+    const bool same = saved[i].at("name") == p.name &&
+                      saved[i].at("shape") == nlohmann::json(p.shape) &&
+                      saved[i].at("offset").get<size_t>() == p.offset;
+    CHECK_OR_THROW(same, ErrorCode::kInvalidArgument, index_path, ": tensor ", i, " is ",
+                   saved[i].at("name").get<std::string>(), " ", saved[i].at("shape").dump(),
+                   " in the checkpoint and ", p.name, " ", nlohmann::json(p.shape).dump(),
+                   " in the model");
+  }
+  const std::vector<Buffer> kinds = buffers(step);
+  nlohmann::json names = nlohmann::json::array();
+  for (const Buffer& b : kinds) names.push_back(b.kind);
+  CHECK_OR_THROW(index.at("buffers") == names, ErrorCode::kInvalidArgument, index_path,
+                 ": optimizer ", index.at("optimizer").get<std::string>(), " with buffers ",
+                 index.at("buffers").dump(), "; this run's optimizer ", step.optimizer().name(),
+                 " keeps ", names.dump());
+
+  // A file is read only after its size and checksum agree with the index.
+  auto verified = [&](const std::string& file) {
+    const std::string path = (fs::path(folder) / file).string();
+    const nlohmann::json& entry = index.at("files").at(file);
+    std::error_code ec;
+    const auto bytes = fs::file_size(path, ec);
+    CHECK_OR_THROW(!ec, ErrorCode::kIo, "checkpoint file ", path, " is missing: ", ec.message());
+    CHECK_OR_THROW(bytes == entry.at("bytes").get<uint64_t>(), ErrorCode::kIo, "checkpoint file ",
+                   path, " has ", bytes, " bytes, the index says ",
+                   entry.at("bytes").get<uint64_t>(), " (truncated or replaced)");
+    const std::string sum = sha256_file(path);
+    CHECK_OR_THROW(sum == entry.at("sha256").get<std::string>(), ErrorCode::kIo, "checkpoint file ",
+                   path, " fails its SHA-256 check (", sum, ", the index says ",
+                   entry.at("sha256").get<std::string>(), ")");
+    return path;
+  };
+
+  // The 16-bit weights, whole on every rank for the moment (stage 3 releases them again).
+  parallel.gather_all_params();
+  model.load(verified("model.safetensors"), true);
+  parallel.release_params();
+
+  // This rank's range of every buffer, from whichever shards hold it.
+  const Partition& held = step.range();
+  for (const auto& [file, entry] : index.at("files").items()) {
+    if (!entry.contains("begin")) continue;
+    const size_t fb = entry.at("begin").get<size_t>(), fe = entry.at("end").get<size_t>();
+    const size_t lo = std::max(fb, held.begin), hi = std::min(fe, held.end);
+    if (lo >= hi) continue;
+    const std::string path = verified(file);
+    const SafetensorsFile header = SafetensorsFile::header_only(path);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    CHECK_OR_THROW(fd >= 0, ErrorCode::kIo, "checkpoint: cannot open ", path);
+    std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) {
+      ::close(*f);
+      delete f;
+    });
+    for (const Buffer& buffer : kinds) {
+      for (const ParamInfo& p : layout.params()) {
+        const size_t a = std::max(p.offset, lo), b = std::min(p.offset + p.numel, hi);
+        if (a >= b) continue;
+        // The piece of this tensor the file holds starts at max(offset, fb).
+        const size_t first = std::max(p.offset, fb) - p.offset;
+        const size_t end = std::min(p.offset + p.numel, fe) - p.offset;
+        const SafetensorsFile::Entry& e = header.find(piece_name(p, buffer.kind, first, end));
+        CHECK_OR_THROW(e.dtype == DType::kFloat32 && e.numel() == end - first,
+                       ErrorCode::kInvalidArgument, path, ": ", e.name,
+                       " has the wrong dtype or size");
+        const size_t bytes = (b - a) * sizeof(float);
+        const off_t at = static_cast<off_t>(e.offset + (a - p.offset - first) * sizeof(float));
+        char* dst = reinterpret_cast<char*>(buffer.data + (a - held.begin));
+        for (size_t done = 0; done < bytes;) {
+          const ssize_t got = ::pread(fd, dst + done, bytes - done, at + static_cast<off_t>(done));
+          CHECK_OR_THROW(got > 0, ErrorCode::kIo, "checkpoint: reading ", e.name, " from ", path,
+                         " failed");
+          done += static_cast<size_t>(got);
+        }
+      }
+    }
+  }
+  step.optimizer().set_step_count(index.at("optimizer_step").get<int64_t>());
+  const nlohmann::json& s = index.at("loss_scaler");
+  step.mutable_scaler().restore(s.at("scale").get<float>(), s.at("clean_steps").get<int64_t>(),
+                                s.at("hysteresis_left").get<int64_t>(),
+                                s.at("skipped_steps").get<int64_t>());
+  TrainPosition position;
+  position.phase = index.at("phase").get<std::string>();
+  position.step = index.at("step").get<int64_t>();
+  position.global_step = index.at("global_step").get<int64_t>();
+  position.epoch = index.at("epoch").get<int64_t>();
+  position.step_in_epoch = index.at("step_in_epoch").get<int64_t>();
+  // Every rank read its part; none continues before all have.
+  CHECK_OR_THROW(all_ok(parallel.communicator(), true), ErrorCode::kInternal, "checkpoint load");
+  return position;
+}
+
+}  // namespace kolo::trainer

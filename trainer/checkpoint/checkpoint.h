@@ -1,0 +1,59 @@
+// Sharded training checkpoints: one folder per step (DIR/step-000100/) with
+//   rank-RRRRR-of-NNNNN.safetensors  rank r's range of the flat buffers (ZeRO's partition for
+//                                    N ranks, at every stage): fp32 master weights and the
+//                                    optimizer's states, one tensor per Hugging Face name and
+//                                    range ("<name>.exp_avg[first:end]", element indices);
+//   model.safetensors                the 16-bit weights under their Hugging Face names (a model
+//                                    others can load);
+//   index.json                       layout, partitions, world size, stage, position, loss
+//                                    scaler, config, kolo version, and the SHA-256 of each file.
+// Writes are atomic: the folder is written under a temporary name, every file is fsynced, the
+// index comes last, the folder is renamed, and DIR/latest is replaced after it. A resume at any
+// world size and stage reads, on each rank, only the byte ranges of its own new range.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "trainer/dist/data_parallel.h"
+#include "trainer/model/model.h"
+#include "trainer/train/train_step.h"
+
+namespace kolo::trainer {
+
+// Where training stands when a checkpoint is written: what a resume continues from.
+struct TrainPosition {
+  std::string phase;          // the program's phase name ("pretrain", "finetune", "train")
+  int64_t step = 0;           // optimizer steps done in the phase (applied and skipped)
+  int64_t global_step = 0;    // steps of the whole run: the folder's number
+  int64_t epoch = 0;          // epoch of the next step
+  int64_t step_in_epoch = 0;  // steps of that epoch already done
+};
+
+// Collective over the data-parallel ranks. Writes DIR/step-<global_step>/ and then DIR/latest;
+// `keep` > 0 removes older step folders beyond the newest `keep` once the new one is complete.
+// Any rank's failure (a full disk, a permission) is an error on every rank, and DIR/latest
+// still names the previous checkpoint. Returns the folder written.
+std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& step,
+                            DataParallel& parallel, const TrainPosition& position,
+                            const nlohmann::json& config, int64_t keep = 0);
+
+// The step folder `path` names: itself when it holds index.json, else the folder DIR/latest
+// names. Throws naming what is missing.
+std::string resolve_checkpoint(const std::string& path);
+
+// Collective: restores this rank's model, master weights, optimizer states, step count and
+// loss scaler from `folder` (resolve_checkpoint's result), whatever world size and stage wrote
+// it. Checks every file it reads against the index (size and SHA-256) and the layout against
+// the model's (naming the first tensor that differs). Returns the position to continue from.
+TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep& step,
+                              DataParallel& parallel);
+
+// The index of a step folder, parsed and checked for its format.
+nlohmann::json read_checkpoint_index(const std::string& folder);
+// SHA-256 of a file's bytes, as 64 lowercase hex digits (OpenSSL).
+std::string sha256_file(const std::string& path);
+
+}  // namespace kolo::trainer
