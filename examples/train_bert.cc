@@ -15,6 +15,7 @@
 #include <CLI/CLI.hpp>
 
 #include "comm/base/error.h"
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/train_config.h"
 #include "trainer/data/data_files.h"
 #include "trainer/data/rng.h"
@@ -38,8 +39,16 @@ struct Args {
   std::string config = "examples/configs/bert_tiny.json";
   std::string phase = "both";
   std::vector<std::string> overrides;
-  std::string data_dir, save_dir, load;
+  std::string data_dir, save_dir, load, resume;
+  int64_t save_every = 0, keep = 0;
   int threads = 0;
+};
+
+// Checkpoints of one phase: where to write them and how often, and the step folder it resumes
+// from (empty: a fresh start). global_offset numbers the steps of the whole run.
+struct Checkpointing {
+  std::string dir, resume;
+  int64_t every = 0, keep = 0, global_offset = 0;
 };
 
 // A phase's settings: the base config with kolo.<phase>.set applied, then the command line's.
@@ -169,8 +178,9 @@ void report_classification(const Job& job, kt::Bert& model, const kt::TokenBatch
 // Trains `model` for the phase's epochs on `train` (this rank's slice of every global batch);
 // evaluate() runs after every epoch. Ends with the phase's summary line on every rank.
 template <typename Evaluate>
-void train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
-                 const kt::TrainConfig& config, const std::string& name, Evaluate evaluate) {
+int64_t train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
+                    const kt::TrainConfig& config, const std::string& name,
+                    const Checkpointing& checkpoints, Evaluate evaluate) {
   const kt::JsonSection phase = config.kolo.section(name);
   const int64_t epochs = phase.get_int("epochs", 1, kt::Range::at_least(0));
   const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
@@ -205,13 +215,48 @@ void train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
               kt::format_model_state(job.rank(), state_bytes, formula).c_str());
   std::fflush(stdout);
   kt::StepLoop loop(step, total, config.steps_per_print, progress);
+  int64_t first_epoch = 0, first_step = 0, saved = -1;
+  if (!checkpoints.resume.empty()) {
+    const kt::TrainPosition at = kt::load_checkpoint(checkpoints.resume, model, step, parallel);
+    loop.set_done(at.step);
+    first_epoch = at.epoch;
+    first_step = at.step_in_epoch;
+    saved = at.step;
+    if (job.lead())
+      std::printf("%s: resumed from %s at step %lld (epoch %lld, step %lld of it)\n", name.c_str(),
+                  checkpoints.resume.c_str(), static_cast<long long>(at.step),
+                  static_cast<long long>(at.epoch + 1), static_cast<long long>(at.step_in_epoch));
+  }
+  // A checkpoint of the state after `steps_in_epoch` steps of `epoch`.
+  auto save = [&](int64_t epoch, int64_t steps_in_epoch) {
+    if (checkpoints.dir.empty() || saved == loop.done()) return;
+    if (steps_in_epoch == per_epoch) {  // the next step starts the next epoch
+      ++epoch;
+      steps_in_epoch = 0;
+    }
+    const std::string folder = kt::save_checkpoint(
+        checkpoints.dir, model, step, parallel,
+        {name, loop.done(), checkpoints.global_offset + loop.done(), epoch, steps_in_epoch},
+        config.raw, checkpoints.keep);
+    saved = loop.done();
+    progress.message(name + ": checkpoint " + folder);
+  };
+  if (checkpoints.every > 0)
+    loop.set_after_step([&](int64_t epoch, int64_t steps_in_epoch) {
+      if (loop.done() % checkpoints.every == 0) save(epoch, steps_in_epoch);
+    });
   double tokens = 0;
   double seconds = 0;  // training only: evaluation is left out of the throughput
-  for (int64_t epoch = 0; epoch < epochs && loop.done() < total; ++epoch) {
+  int64_t last_epoch = first_epoch, last_steps = first_step;
+  for (int64_t epoch = first_epoch; epoch < epochs && loop.done() < total; ++epoch) {
     train.set_epoch(static_cast<uint64_t>(epoch));
     const auto epoch_start = std::chrono::steady_clock::now();
+    const int64_t first = epoch == first_epoch ? first_step : 0;
+    const int64_t steps = std::min(per_epoch, first + total - loop.done());
+    last_epoch = epoch;
+    last_steps = steps;
     loop.run_epoch(
-        epoch, std::min(per_epoch, total - loop.done()), accumulation,
+        epoch, steps, accumulation,
         [&](size_t index, float loss_scale) {
           // A fresh dropout seed per micro-batch of the job (a recompute of the same batch would
           // reuse it); ranks hold different micro-batches, so the rank is part of it.
@@ -223,7 +268,8 @@ void train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
           model.backward(loss_scale);
           tokens += static_cast<double>(batch.batch) * batch.seq;
           return kt::MicroResult{loss, static_cast<double>(batch.batch) * batch.seq};
-        });
+        },
+        first);
     seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
     progress.message(name + ": epoch " + std::to_string(epoch + 1) + " done");
@@ -233,6 +279,7 @@ void train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
     evaluate(progress);
     parallel.release_params();
   }
+  save(last_epoch, last_steps);  // the end of the phase
   // The next phase and the saved weights start from the whole model.
   parallel.gather_all_params();
   const double all_tokens = job.sum({tokens})[0];
@@ -248,6 +295,7 @@ void train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
                                   seconds > 0 ? all_tokens / seconds : 0, state_bytes, formula})
                   .c_str());
   std::fflush(stdout);
+  return loop.done();
 }
 
 int run(Job job, const Args& args) {
@@ -297,7 +345,23 @@ int run(Job job, const Args& args) {
   const bool save = !args.save_dir.empty() && job.lead();
   if (save) std::filesystem::create_directories(args.save_dir);
 
-  if (args.phase == "both" || args.phase == "pretrain") {
+  // --resume: the phase it names continues; an earlier phase is not run again.
+  Checkpointing checkpoints{args.save_dir, "", args.save_every, args.keep, 0};
+  std::string resume_phase;
+  int64_t resume_offset = 0;
+  std::string resume_folder;
+  if (!args.resume.empty()) {
+    resume_folder = kt::resolve_checkpoint(args.resume);
+    const nlohmann::json index = kt::read_checkpoint_index(resume_folder);
+    resume_phase = index.at("phase").get<std::string>();
+    resume_offset = index.at("global_step").get<int64_t>() - index.at("step").get<int64_t>();
+    KOLO_CHECK_ARG(args.phase == "both" || args.phase == resume_phase, "--resume ", resume_folder,
+                   " continues phase ", resume_phase, ", not --phase ", args.phase);
+  }
+  int64_t pretrain_steps = 0;
+  const bool run_pretrain =
+      (args.phase == "both" || args.phase == "pretrain") && resume_phase != "finetune";
+  if (run_pretrain) {
     const size_t windows = static_cast<size_t>(
         pre.kolo.section("pretrain").get_int("max_windows", 2, kt::Range::at_least(1)));
     kt::TokenBatcher train(kt::mlm_examples(corpus.train, vocab, seq, windows), vocab,
@@ -305,8 +369,10 @@ int run(Job job, const Args& args) {
                            batcher_options(pre, pre.batch.micro_batch_size, true, seed, &job));
     kt::TokenBatcher test(kt::mlm_examples(corpus.test, vocab, seq, 1), vocab, kt::TokenTask::kMlm,
                           batcher_options(pre, 64, false, seed + 1));
-    train_phase(job, model, train, pre, "pretrain",
-                [&](kt::ProgressPrinter& p) { report_mlm(job, model, test, p); });
+    Checkpointing phase = checkpoints;
+    if (resume_phase == "pretrain") phase.resume = resume_folder;
+    pretrain_steps = train_phase(job, model, train, pre, "pretrain", phase,
+                                 [&](kt::ProgressPrinter& p) { report_mlm(job, model, test, p); });
     if (save) model.save(args.save_dir + "/pretrained.safetensors");
   }
   if (args.phase == "both" || args.phase == "finetune") {
@@ -316,7 +382,10 @@ int run(Job job, const Args& args) {
         batcher_options(fine, fine.batch.micro_batch_size, true, seed + 2, &job));
     kt::TokenBatcher test(kt::classification_examples(corpus.test, vocab, seq), vocab,
                           kt::TokenTask::kClassification, batcher_options(fine, 64, false, 0));
-    train_phase(job, model, train, fine, "finetune",
+    Checkpointing phase = checkpoints;
+    phase.global_offset = run_pretrain ? pretrain_steps : resume_offset;
+    if (resume_phase == "finetune") phase.resume = resume_folder;
+    train_phase(job, model, train, fine, "finetune", phase,
                 [&](kt::ProgressPrinter& p) { report_classification(job, model, test, p); });
     if (save) model.save(args.save_dir + "/finetuned.safetensors");
   }
@@ -338,7 +407,18 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--set", args.overrides, "override a config key: --set optimizer.params.lr=1e-3");
   app.add_option("--data", args.data_dir, "data directory (default $KOLO_DATA_DIR or data/)");
-  app.add_option("--save", args.save_dir, "write pretrained/finetuned weights (safetensors) here");
+  app.add_option("--save", args.save_dir,
+                 "write checkpoints here (DIR/step-NNNNNN/, DIR/latest) at the end of each phase "
+                 "and every --save-every steps, and the pretrained/finetuned weights");
+  app.add_option("--save-every", args.save_every,
+                 "checkpoint every K optimizer steps (0: only "
+                 "at the end of each phase)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--keep", args.keep, "keep the newest K step folders (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--resume", args.resume,
+                 "continue from a checkpoint: DIR (its latest) or a step folder, at any world "
+                 "size and ZeRO stage");
   app.add_option("--load", args.load, "start from these weights (safetensors, Hugging Face names)");
   app.add_option("--threads", args.threads,
                  "OpenBLAS threads per rank (default: cores / ranks on this host, at least 1)");

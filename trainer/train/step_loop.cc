@@ -7,8 +7,9 @@ StepLoop::StepLoop(TrainStep& step, int64_t total_steps, int64_t steps_per_print
                    ProgressPrinter& progress)
     : step_(step), total_(total_steps), every_(steps_per_print), progress_(progress) {}
 
-void StepLoop::run_epoch(int64_t epoch, int64_t steps, int accumulation, const Micro& micro) {
-  for (int64_t s = 0; s < steps; ++s) {
+void StepLoop::run_epoch(int64_t epoch, int64_t steps, int accumulation, const Micro& micro,
+                         int64_t first) {
+  for (int64_t s = first; s < steps; ++s) {
     for (int a = 0; a < accumulation; ++a) {
       step_.begin_micro(a == accumulation - 1);
       const MicroResult r = micro(static_cast<size_t>(s * accumulation + a), step_.loss_scale());
@@ -17,6 +18,7 @@ void StepLoop::run_epoch(int64_t epoch, int64_t steps, int accumulation, const M
     }
     const StepResult result = step_.finish(accumulation);
     if (++done_ % every_ == 0 || done_ == total_) report(result, epoch);
+    if (after_) after_(epoch, s + 1);
   }
 }
 

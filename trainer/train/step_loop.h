@@ -27,10 +27,17 @@ class StepLoop {
   StepLoop(TrainStep& step, int64_t total_steps, int64_t steps_per_print,
            ProgressPrinter& progress);
 
-  // One epoch of `steps` optimizer steps over micro-batches 0 .. steps * accumulation - 1.
-  void run_epoch(int64_t epoch, int64_t steps, int accumulation, const Micro& micro);
+  // One epoch of `steps` optimizer steps over micro-batches 0 .. steps * accumulation - 1,
+  // starting at step `first` (a resumed epoch skips the steps it had done).
+  void run_epoch(int64_t epoch, int64_t steps, int accumulation, const Micro& micro,
+                 int64_t first = 0);
 
   int64_t done() const { return done_; }
+  // A resume: the steps done before this run.
+  void set_done(int64_t done) { done_ = done; }
+  // Called after each optimizer step with the epoch and the steps done in it (checkpoints).
+  using AfterStep = std::function<void(int64_t epoch, int64_t steps_in_epoch)>;
+  void set_after_step(AfterStep after) { after_ = std::move(after); }
 
  private:
   void report(const StepResult& result, int64_t epoch);
@@ -42,6 +49,7 @@ class StepLoop {
   ThroughputMeter meter_;
   RunningMean loss_;
   int64_t done_ = 0;
+  AfterStep after_;
 };
 
 }  // namespace kolo::trainer
