@@ -286,6 +286,72 @@ std::string resolve_checkpoint(const std::string& path) {
   return folder.string();
 }
 
+std::string verified_file(const std::string& folder, const nlohmann::json& index,
+                          const std::string& file) {
+  const std::string path = (fs::path(folder) / file).string();
+  CHECK_OR_THROW(index.at("files").contains(file), ErrorCode::kInvalidArgument, folder,
+                 "/index.json does not list ", file);
+  const nlohmann::json& entry = index.at("files").at(file);
+  std::error_code ec;
+  const auto bytes = fs::file_size(path, ec);
+  CHECK_OR_THROW(!ec, ErrorCode::kIo, "checkpoint file ", path, " is missing: ", ec.message());
+  CHECK_OR_THROW(bytes == entry.at("bytes").get<uint64_t>(), ErrorCode::kIo, "checkpoint file ",
+                 path, " has ", bytes, " bytes, the index says ", entry.at("bytes").get<uint64_t>(),
+                 " (truncated or replaced)");
+  const std::string sum = sha256_file(path);
+  CHECK_OR_THROW(sum == entry.at("sha256").get<std::string>(), ErrorCode::kIo, "checkpoint file ",
+                 path, " fails its SHA-256 check (", sum, ", the index says ",
+                 entry.at("sha256").get<std::string>(), ")");
+  return path;
+}
+
+void read_checkpoint_range(const std::string& folder, const nlohmann::json& index,
+                           const std::vector<RangeOut>& outs, size_t lo_all, size_t hi_all) {
+  std::vector<ParamInfo> layout;
+  for (const nlohmann::json& t : index.at("layout")) {
+    ParamInfo p;
+    p.name = t.at("name").get<std::string>();
+    p.offset = t.at("offset").get<size_t>();
+    p.numel = t.at("numel").get<size_t>();
+    layout.push_back(std::move(p));
+  }
+  for (const auto& [file, entry] : index.at("files").items()) {
+    if (!entry.contains("begin")) continue;
+    const size_t fb = entry.at("begin").get<size_t>(), fe = entry.at("end").get<size_t>();
+    const size_t lo = std::max(fb, lo_all), hi = std::min(fe, hi_all);
+    if (lo >= hi) continue;
+    const std::string path = verified_file(folder, index, file);
+    const SafetensorsFile header = SafetensorsFile::header_only(path);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    CHECK_OR_THROW(fd >= 0, ErrorCode::kIo, "checkpoint: cannot open ", path);
+    std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) {
+      ::close(*f);
+      delete f;
+    });
+    for (const auto& [kind, out] : outs)
+      for (const ParamInfo& p : layout) {
+        const size_t a = std::max(p.offset, lo), b = std::min(p.offset + p.numel, hi);
+        if (a >= b) continue;
+        // The piece of this tensor the file holds starts at max(offset, fb).
+        const size_t first = std::max(p.offset, fb) - p.offset;
+        const size_t end = std::min(p.offset + p.numel, fe) - p.offset;
+        const SafetensorsFile::Entry& e = header.find(piece_name(p, kind, first, end));
+        CHECK_OR_THROW(e.dtype == DType::kFloat32 && e.numel() == end - first,
+                       ErrorCode::kInvalidArgument, path, ": ", e.name,
+                       " has the wrong dtype or size");
+        const size_t bytes = (b - a) * sizeof(float);
+        const off_t at = static_cast<off_t>(e.offset + (a - p.offset - first) * sizeof(float));
+        char* dst = reinterpret_cast<char*>(out + (a - lo_all));
+        for (size_t done = 0; done < bytes;) {
+          const ssize_t got = ::pread(fd, dst + done, bytes - done, at + static_cast<off_t>(done));
+          CHECK_OR_THROW(got > 0, ErrorCode::kIo, "checkpoint: reading ", e.name, " from ", path,
+                         " failed");
+          done += static_cast<size_t>(got);
+        }
+      }
+  }
+}
+
 TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep& step,
                               DataParallel& parallel) {
   const nlohmann::json index = read_checkpoint_index(folder);
@@ -316,66 +382,16 @@ TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep
                  index.at("buffers").dump(), "; this run's optimizer ", step.optimizer().name(),
                  " keeps ", names.dump());
 
-  // A file is read only after its size and checksum agree with the index.
-  auto verified = [&](const std::string& file) {
-    const std::string path = (fs::path(folder) / file).string();
-    const nlohmann::json& entry = index.at("files").at(file);
-    std::error_code ec;
-    const auto bytes = fs::file_size(path, ec);
-    CHECK_OR_THROW(!ec, ErrorCode::kIo, "checkpoint file ", path, " is missing: ", ec.message());
-    CHECK_OR_THROW(bytes == entry.at("bytes").get<uint64_t>(), ErrorCode::kIo, "checkpoint file ",
-                   path, " has ", bytes, " bytes, the index says ",
-                   entry.at("bytes").get<uint64_t>(), " (truncated or replaced)");
-    const std::string sum = sha256_file(path);
-    CHECK_OR_THROW(sum == entry.at("sha256").get<std::string>(), ErrorCode::kIo, "checkpoint file ",
-                   path, " fails its SHA-256 check (", sum, ", the index says ",
-                   entry.at("sha256").get<std::string>(), ")");
-    return path;
-  };
-
   // The 16-bit weights, whole on every rank for the moment (stage 3 releases them again).
   parallel.gather_all_params();
-  model.load(verified("model.safetensors"), true);
+  model.load(verified_file(folder, index, "model.safetensors"), true);
   parallel.release_params();
 
   // This rank's range of every buffer, from whichever shards hold it.
   const Partition& held = step.range();
-  for (const auto& [file, entry] : index.at("files").items()) {
-    if (!entry.contains("begin")) continue;
-    const size_t fb = entry.at("begin").get<size_t>(), fe = entry.at("end").get<size_t>();
-    const size_t lo = std::max(fb, held.begin), hi = std::min(fe, held.end);
-    if (lo >= hi) continue;
-    const std::string path = verified(file);
-    const SafetensorsFile header = SafetensorsFile::header_only(path);
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    CHECK_OR_THROW(fd >= 0, ErrorCode::kIo, "checkpoint: cannot open ", path);
-    std::unique_ptr<int, void (*)(int*)> closer(new int(fd), [](int* f) {
-      ::close(*f);
-      delete f;
-    });
-    for (const Buffer& buffer : kinds) {
-      for (const ParamInfo& p : layout.params()) {
-        const size_t a = std::max(p.offset, lo), b = std::min(p.offset + p.numel, hi);
-        if (a >= b) continue;
-        // The piece of this tensor the file holds starts at max(offset, fb).
-        const size_t first = std::max(p.offset, fb) - p.offset;
-        const size_t end = std::min(p.offset + p.numel, fe) - p.offset;
-        const SafetensorsFile::Entry& e = header.find(piece_name(p, buffer.kind, first, end));
-        CHECK_OR_THROW(e.dtype == DType::kFloat32 && e.numel() == end - first,
-                       ErrorCode::kInvalidArgument, path, ": ", e.name,
-                       " has the wrong dtype or size");
-        const size_t bytes = (b - a) * sizeof(float);
-        const off_t at = static_cast<off_t>(e.offset + (a - p.offset - first) * sizeof(float));
-        char* dst = reinterpret_cast<char*>(buffer.data + (a - held.begin));
-        for (size_t done = 0; done < bytes;) {
-          const ssize_t got = ::pread(fd, dst + done, bytes - done, at + static_cast<off_t>(done));
-          CHECK_OR_THROW(got > 0, ErrorCode::kIo, "checkpoint: reading ", e.name, " from ", path,
-                         " failed");
-          done += static_cast<size_t>(got);
-        }
-      }
-    }
-  }
+  std::vector<RangeOut> outs;
+  for (const Buffer& buffer : kinds) outs.push_back({buffer.kind, buffer.data});
+  read_checkpoint_range(folder, index, outs, held.begin, held.end);
   step.optimizer().set_step_count(index.at("optimizer_step").get<int64_t>());
   const nlohmann::json& s = index.at("loss_scaler");
   step.mutable_scaler().restore(s.at("scale").get<float>(), s.at("clean_steps").get<int64_t>(),

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -50,6 +51,20 @@ std::string resolve_checkpoint(const std::string& path);
 // the model's (naming the first tensor that differs). Returns the position to continue from.
 TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep& step,
                               DataParallel& parallel);
+
+// The path of `file` in `folder` after its size and SHA-256 agree with the index; throws
+// naming the file and what failed.
+std::string verified_file(const std::string& folder, const nlohmann::json& index,
+                          const std::string& file);
+// Elements [begin, end) of flat buffers ("master", "exp_avg", ...) into out[0, end - begin),
+// read from whichever shards hold them (each verified once). Padding between tensors is left
+// as it is.
+struct RangeOut {
+  std::string kind;
+  float* out;
+};
+void read_checkpoint_range(const std::string& folder, const nlohmann::json& index,
+                           const std::vector<RangeOut>& outs, size_t begin, size_t end);
 
 // The index of a step folder, parsed and checked for its format.
 nlohmann::json read_checkpoint_index(const std::string& folder);

@@ -1,0 +1,120 @@
+// kolo_ckpt: a kolo training checkpoint in plain words, its integrity, and a consolidated
+// Hugging Face-named safetensors for inference.
+//   kolo_ckpt info   DIR|STEP_FOLDER          what the index says
+//   kolo_ckpt verify DIR|STEP_FOLDER          sizes and SHA-256 of every file (exit 1 naming
+//                                             the first that fails)
+//   kolo_ckpt export DIR|STEP_FOLDER OUT.safetensors [--dtype float32|float16|bfloat16]
+//                                             the fp32 master weights of every shard, whole,
+//                                             under their Hugging Face names (converted to
+//                                             --dtype, round to nearest even)
+// DIR is a checkpoint folder (its `latest` is used) or a step folder.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "comm/base/convert.h"
+#include "comm/base/error.h"
+#include "trainer/checkpoint/checkpoint.h"
+#include "trainer/io/safetensors.h"
+
+namespace kt = kolo::trainer;
+
+namespace {
+
+int info(const std::string& folder) {
+  const nlohmann::json index = kt::read_checkpoint_index(folder);
+  const nlohmann::json& s = index.at("loss_scaler");
+  size_t params = 0;
+  for (const auto& t : index.at("layout")) params += t.at("numel").get<size_t>();
+  std::printf("checkpoint %s\n", folder.c_str());
+  std::printf("  written by kolo %s, format %d\n", index.at("kolo_version").get<std::string>().c_str(),
+              index.at("format_version").get<int>());
+  std::printf("  phase %s, step %lld of the phase (step %lld of the run), epoch %lld after %lld "
+              "of its steps\n",
+              index.at("phase").get<std::string>().c_str(), index.at("step").get<long long>(),
+              index.at("global_step").get<long long>(), index.at("epoch").get<long long>() + 1,
+              index.at("step_in_epoch").get<long long>());
+  std::printf("  world size %d, ZeRO stage %d, %s weights, %zu tensors, %zu parameters\n",
+              index.at("world_size").get<int>(), index.at("stage").get<int>(),
+              index.at("dtype").get<std::string>().c_str(), index.at("layout").size(), params);
+  std::printf("  optimizer %s after %lld updates, buffers %s\n",
+              index.at("optimizer").get<std::string>().c_str(),
+              index.at("optimizer_step").get<long long>(), index.at("buffers").dump().c_str());
+  std::printf("  loss scale %g, %lld clean steps since the last change, hysteresis left %lld, "
+              "%lld steps skipped\n",
+              s.at("scale").get<double>(), s.at("clean_steps").get<long long>(),
+              s.at("hysteresis_left").get<long long>(), s.at("skipped_steps").get<long long>());
+  for (const auto& [file, entry] : index.at("files").items()) {
+    std::printf("  %-36s %12llu bytes  sha256 %s", file.c_str(),
+                entry.at("bytes").get<unsigned long long>(),
+                entry.at("sha256").get<std::string>().c_str());
+    if (entry.contains("begin"))
+      std::printf("  elements [%zu, %zu)", entry.at("begin").get<size_t>(),
+                  entry.at("end").get<size_t>());
+    std::printf("\n");
+  }
+  return 0;
+}
+
+int verify(const std::string& folder) {
+  const nlohmann::json index = kt::read_checkpoint_index(folder);
+  for (const auto& [file, entry] : index.at("files").items()) {
+    kt::verified_file(folder, index, file);
+    std::printf("  %-36s ok\n", file.c_str());
+  }
+  std::printf("kolo_ckpt: %s verified (%zu files)\n", folder.c_str(), index.at("files").size());
+  return 0;
+}
+
+int export_weights(const std::string& folder, const std::string& out, const std::string& dtype) {
+  const nlohmann::json index = kt::read_checkpoint_index(folder);
+  const size_t total = index.at("total").get<size_t>();
+  std::vector<float> master(total, 0.0f);
+  kt::read_checkpoint_range(folder, index, {{"master", master.data()}}, 0, total);
+  const kolo::DType to = kolo::parse_dtype(dtype, "--dtype");
+  KOLO_CHECK_ARG(to == kolo::DType::kFloat32 || to == kolo::DType::kFloat16 ||
+                     to == kolo::DType::kBFloat16,
+                 "--dtype ", dtype, ": accepted float32, float16, bfloat16");
+  std::vector<char> data(total * kolo::dtype_size(to));
+  kolo::convert(data.data(), to, master.data(), kolo::DType::kFloat32, total);
+  std::vector<kt::TensorRef> tensors;
+  for (const auto& t : index.at("layout"))
+    tensors.push_back({t.at("name").get<std::string>(), to,
+                       t.at("shape").get<std::vector<int64_t>>(),
+                       data.data() + t.at("offset").get<size_t>() * kolo::dtype_size(to)});
+  kt::write_safetensors(out, tensors, {{"format", "pt"}});
+  std::printf("kolo_ckpt: wrote %s (%zu tensors, %s)\n", out.c_str(), tensors.size(),
+              dtype.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"kolo training checkpoints: info, verify, export"};
+  app.require_subcommand(1);
+  std::string path, out, dtype = "float32";
+  CLI::App* info_cmd = app.add_subcommand("info", "print a checkpoint's index in plain words");
+  info_cmd->add_option("checkpoint", path, "checkpoint folder (its latest) or step folder")
+      ->required();
+  CLI::App* verify_cmd = app.add_subcommand("verify", "check every file's size and SHA-256");
+  verify_cmd->add_option("checkpoint", path, "checkpoint folder or step folder")->required();
+  CLI::App* export_cmd =
+      app.add_subcommand("export", "write the whole model as Hugging Face-named safetensors");
+  export_cmd->add_option("checkpoint", path, "checkpoint folder or step folder")->required();
+  export_cmd->add_option("out", out, "the safetensors file to write")->required();
+  export_cmd->add_option("--dtype", dtype, "float32, float16 or bfloat16")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const std::string folder = kt::resolve_checkpoint(path);
+    if (info_cmd->parsed()) return info(folder);
+    if (verify_cmd->parsed()) return verify(folder);
+    return export_weights(folder, out, dtype);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kolo_ckpt: %s\n", e.what());
+    return 1;
+  }
+}
