@@ -30,23 +30,26 @@ int info(const std::string& folder) {
   size_t params = 0;
   for (const auto& t : index.at("layout")) params += t.at("numel").get<size_t>();
   std::printf("checkpoint %s\n", folder.c_str());
-  std::printf("  written by kolo %s, format %d\n", index.at("kolo_version").get<std::string>().c_str(),
+  std::printf("  written by kolo %s, format %d\n",
+              index.at("kolo_version").get<std::string>().c_str(),
               index.at("format_version").get<int>());
-  std::printf("  phase %s, step %lld of the phase (step %lld of the run), epoch %lld after %lld "
-              "of its steps\n",
-              index.at("phase").get<std::string>().c_str(), index.at("step").get<long long>(),
-              index.at("global_step").get<long long>(), index.at("epoch").get<long long>() + 1,
-              index.at("step_in_epoch").get<long long>());
+  std::printf(
+      "  phase %s, step %lld of the phase (step %lld of the run), epoch %lld after %lld "
+      "of its steps\n",
+      index.at("phase").get<std::string>().c_str(), index.at("step").get<long long>(),
+      index.at("global_step").get<long long>(), index.at("epoch").get<long long>() + 1,
+      index.at("step_in_epoch").get<long long>());
   std::printf("  world size %d, ZeRO stage %d, %s weights, %zu tensors, %zu parameters\n",
               index.at("world_size").get<int>(), index.at("stage").get<int>(),
               index.at("dtype").get<std::string>().c_str(), index.at("layout").size(), params);
   std::printf("  optimizer %s after %lld updates, buffers %s\n",
               index.at("optimizer").get<std::string>().c_str(),
               index.at("optimizer_step").get<long long>(), index.at("buffers").dump().c_str());
-  std::printf("  loss scale %g, %lld clean steps since the last change, hysteresis left %lld, "
-              "%lld steps skipped\n",
-              s.at("scale").get<double>(), s.at("clean_steps").get<long long>(),
-              s.at("hysteresis_left").get<long long>(), s.at("skipped_steps").get<long long>());
+  std::printf(
+      "  loss scale %g, %lld clean steps since the last change, hysteresis left %lld, "
+      "%lld steps skipped\n",
+      s.at("scale").get<double>(), s.at("clean_steps").get<long long>(),
+      s.at("hysteresis_left").get<long long>(), s.at("skipped_steps").get<long long>());
   for (const auto& [file, entry] : index.at("files").items()) {
     std::printf("  %-36s %12llu bytes  sha256 %s", file.c_str(),
                 entry.at("bytes").get<unsigned long long>(),
@@ -75,9 +78,9 @@ int export_weights(const std::string& folder, const std::string& out, const std:
   std::vector<float> master(total, 0.0f);
   kt::read_checkpoint_range(folder, index, {{"master", master.data()}}, 0, total);
   const kolo::DType to = kolo::parse_dtype(dtype, "--dtype");
-  KOLO_CHECK_ARG(to == kolo::DType::kFloat32 || to == kolo::DType::kFloat16 ||
-                     to == kolo::DType::kBFloat16,
-                 "--dtype ", dtype, ": accepted float32, float16, bfloat16");
+  KOLO_CHECK_ARG(
+      to == kolo::DType::kFloat32 || to == kolo::DType::kFloat16 || to == kolo::DType::kBFloat16,
+      "--dtype ", dtype, ": accepted float32, float16, bfloat16");
   std::vector<char> data(total * kolo::dtype_size(to));
   kolo::convert(data.data(), to, master.data(), kolo::DType::kFloat32, total);
   std::vector<kt::TensorRef> tensors;

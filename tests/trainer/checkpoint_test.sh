@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Checkpoints end to end with train_bert on 2 ranks under kolorun (BERT-tiny, fp16, ZeRO
+# stage 2, 12 fine-tuning steps, a checkpoint every 6):
+#   - a run killed with SIGKILL right after its step-6 save, resumed from its folder, ends with
+#     checkpoint files byte-identical to the uninterrupted run's (losses and parameters too);
+#   - kolo_ckpt verifies and exports (the fp16 export is the checkpoint's model.safetensors);
+#   - an altered shard and a truncated one are refused naming the file and the check that
+#     failed; an older step folder can still be named; a checkpoint of another model shape is
+#     refused naming the first tensor that differs;
+#   - a disk that fills during a save (a 90 MiB tmpfs, as root): an error on every rank, and
+#     `latest` still names the previous, loadable checkpoint.
+# Usage: checkpoint_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$1
+cd "$2"
+out=$(mktemp -d)
+cleanup() {
+  if mountpoint -q "$out/full" 2>/dev/null; then umount "$out/full"; fi
+  rm -rf "$out"
+}
+trap cleanup EXIT
+run=("$build/tools/kolorun" -np 2 "$build/examples/train_bert" --phase finetune
+  --set kolo.finetune.max_steps=12 --set kolo.finetune.evaluate=false --set steps_per_print=1)
+ckpt=$build/tools/kolo_ckpt
+
+"${run[@]}" --save "$out/a" --save-every 6 >"$out/a.log" 2>&1
+test "$(cat "$out/a/latest")" = step-000012
+
+# Killed right after the step-6 checkpoint (latest is written last), then resumed.
+"${run[@]}" --save "$out/b" --save-every 6 >"$out/b.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 600); do [ -f "$out/b/latest" ] && break; sleep 0.05; done
+kill -9 -- "$pid" 2>/dev/null || true
+pkill -9 -f "train_bert --phase finetune --set kolo.finetune.max_steps=12" 2>/dev/null || true
+wait "$pid" 2>/dev/null || true
+test -f "$out/b/step-000006/index.json"
+"${run[@]}" --resume "$out/b" --save "$out/b" --save-every 6 >"$out/b2.log" 2>&1
+grep -q "resumed from .*step-000006 at step 6" "$out/b2.log"
+for f in model.safetensors rank-00000-of-00002.safetensors rank-00001-of-00002.safetensors; do
+  cmp "$out/a/step-000012/$f" "$out/b/step-000012/$f"
+done
+diff <(grep -o '^\[0\] step 1[0-2]/12 | loss [0-9.]*' "$out/a.log") \
+  <(grep -o '^\[0\] step 1[0-2]/12 | loss [0-9.]*' "$out/b2.log")
+
+"$ckpt" verify "$out/a" | tail -1
+"$ckpt" info "$out/a/step-000006" | grep -q "step 6 of the phase"
+"$ckpt" export "$out/a" "$out/export16.safetensors" --dtype float16
+cmp "$out/export16.safetensors" "$out/a/step-000012/model.safetensors"
+
+# Damage: one byte of a shard altered, then the shard truncated.
+cp -r "$out/a/step-000012" "$out/bad"
+printf '\x01' | dd of="$out/bad/rank-00001-of-00002.safetensors" bs=1 seek=4096 conv=notrunc 2>/dev/null
+if "${run[@]}" --resume "$out/bad" >"$out/bad.log" 2>&1; then exit 1; fi
+grep -q "rank-00001-of-00002.safetensors fails its SHA-256 check" "$out/bad.log"
+if "$ckpt" verify "$out/bad" 2>"$out/verify.log"; then exit 1; fi
+grep -q "fails its SHA-256 check" "$out/verify.log"
+truncate -s 1000 "$out/bad/rank-00000-of-00002.safetensors"
+if "${run[@]}" --resume "$out/bad" >"$out/bad2.log" 2>&1; then exit 1; fi
+grep -q "rank-00000-of-00002.safetensors has 1000 bytes, the index says" "$out/bad2.log"
+# An older step folder, named explicitly, still loads.
+"${run[@]}" --resume "$out/a/step-000006" --set kolo.finetune.max_steps=7 >"$out/old.log" 2>&1
+grep -q "resumed from .*step-000006" "$out/old.log"
+# Another model shape.
+if "${run[@]}" --resume "$out/a" --set kolo.model=mini >"$out/shape.log" 2>&1; then exit 1; fi
+grep -q "bert.embeddings.word_embeddings.weight \[30522,128\] in the checkpoint and bert.embeddings.word_embeddings.weight \[30522,256\] in the model" "$out/shape.log"
+
+# A full disk during a save: 90 MiB holds the step-6 checkpoint (62 MiB) but not a second.
+if [ "$(id -u)" = 0 ]; then
+  mkdir -p "$out/full"
+  mount -t tmpfs -o size=90m tmpfs "$out/full"
+  if "${run[@]}" --save "$out/full/c" --save-every 6 >"$out/full.log" 2>&1; then exit 1; fi
+  test "$(grep -c 'checkpoint .*failed' "$out/full.log")" -ge 2  # every rank reports it
+  test "$(cat "$out/full/c/latest")" = step-000006
+  "$ckpt" verify "$out/full/c" | tail -1
+else
+  echo "checkpoint_test: the full-disk case needs root (a tmpfs mount); not run"
+fi
+grep "checkpoint .*failed" "$out/full.log" | head -2 || true
+echo "checkpoint_test: OK"
