@@ -11,6 +11,7 @@
 #     `latest` still names the previous, loadable checkpoint.
 # Usage: checkpoint_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
+[ -n "${KOLO_TEST_TRACE:-}" ] && set -x
 build=$1
 cd "$2"
 out=$(mktemp -d)
@@ -19,6 +20,7 @@ cleanup() {
   rm -rf "$out"
 }
 trap cleanup EXIT
+trap 'echo "checkpoint_test: failed at line $LINENO"' ERR
 run=("$build/tools/kolorun" -np 2 "$build/examples/train_bert" --phase finetune
   --set kolo.finetune.max_steps=12 --set kolo.finetune.evaluate=false --set steps_per_print=1)
 ckpt=$build/tools/kolo_ckpt
@@ -54,8 +56,9 @@ if "${run[@]}" --resume "$out/bad" >"$out/bad.log" 2>&1; then exit 1; fi
 grep -q "rank-00001-of-00002.safetensors fails its SHA-256 check" "$out/bad.log"
 if "$ckpt" verify "$out/bad" 2>"$out/verify.log"; then exit 1; fi
 grep -q "fails its SHA-256 check" "$out/verify.log"
-truncate -s 1000 "$out/bad/rank-00000-of-00002.safetensors"
-if "${run[@]}" --resume "$out/bad" >"$out/bad2.log" 2>&1; then exit 1; fi
+cp -r "$out/a/step-000012" "$out/bad2"
+truncate -s 1000 "$out/bad2/rank-00000-of-00002.safetensors"
+if "${run[@]}" --resume "$out/bad2" >"$out/bad2.log" 2>&1; then exit 1; fi
 grep -q "rank-00000-of-00002.safetensors has 1000 bytes, the index says" "$out/bad2.log"
 # An older step folder, named explicitly, still loads.
 "${run[@]}" --resume "$out/a/step-000006" --set kolo.finetune.max_steps=7 >"$out/old.log" 2>&1
@@ -68,12 +71,21 @@ grep -q "bert.embeddings.word_embeddings.weight \[30522,128\] in the checkpoint 
 if [ "$(id -u)" = 0 ]; then
   mkdir -p "$out/full"
   mount -t tmpfs -o size=90m tmpfs "$out/full"
-  if "${run[@]}" --save "$out/full/c" --save-every 6 >"$out/full.log" 2>&1; then exit 1; fi
-  test "$(grep -c 'checkpoint .*failed' "$out/full.log")" -ge 2  # every rank reports it
+  # Ranks started torchrun-style, so that each prints its own error (a launcher stops the
+  # others as soon as one fails).
+  port=$((20000 + RANDOM % 20000))
+  pids=()
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port KOLO_SECRET=ckpt \
+      "${run[@]:3}" --save "$out/full/c" --save-every 6 >"$out/full$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do if wait "$p"; then exit 1; fi; done
+  for r in 0 1; do grep -q "checkpoint .*step-000012.*failed" "$out/full$r.log"; done
   test "$(cat "$out/full/c/latest")" = step-000006
   "$ckpt" verify "$out/full/c" | tail -1
 else
   echo "checkpoint_test: the full-disk case needs root (a tmpfs mount); not run"
 fi
-grep "checkpoint .*failed" "$out/full.log" | head -2 || true
+grep -h "checkpoint .*failed" "$out"/full?.log || true
 echo "checkpoint_test: OK"
