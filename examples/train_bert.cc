@@ -217,15 +217,19 @@ int64_t train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
   kt::StepLoop loop(step, total, config.steps_per_print, progress);
   int64_t first_epoch = 0, first_step = 0, saved = -1;
   if (!checkpoints.resume.empty()) {
+    const auto begin = std::chrono::steady_clock::now();
     const kt::TrainPosition at = kt::load_checkpoint(checkpoints.resume, model, step, parallel);
+    const double took =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
     loop.set_done(at.step);
     first_epoch = at.epoch;
     first_step = at.step_in_epoch;
     saved = at.step;
     if (job.lead())
-      std::printf("%s: resumed from %s at step %lld (epoch %lld, step %lld of it)\n", name.c_str(),
-                  checkpoints.resume.c_str(), static_cast<long long>(at.step),
-                  static_cast<long long>(at.epoch + 1), static_cast<long long>(at.step_in_epoch));
+      std::printf("%s: resumed from %s at step %lld (epoch %lld, step %lld of it) in %.2f s\n",
+                  name.c_str(), checkpoints.resume.c_str(), static_cast<long long>(at.step),
+                  static_cast<long long>(at.epoch + 1), static_cast<long long>(at.step_in_epoch),
+                  took);
   }
   // A checkpoint of the state after `steps_in_epoch` steps of `epoch`.
   auto save = [&](int64_t epoch, int64_t steps_in_epoch) {
@@ -234,12 +238,17 @@ int64_t train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
       ++epoch;
       steps_in_epoch = 0;
     }
+    const auto begin = std::chrono::steady_clock::now();
     const std::string folder = kt::save_checkpoint(
         checkpoints.dir, model, step, parallel,
         {name, loop.done(), checkpoints.global_offset + loop.done(), epoch, steps_in_epoch},
         config.raw, checkpoints.keep);
     saved = loop.done();
-    progress.message(name + ": checkpoint " + folder);
+    char line[512];
+    std::snprintf(line, sizeof line, "%s: checkpoint %s (%.1f MiB in %.2f s)", name.c_str(),
+                  folder.c_str(), static_cast<double>(kt::folder_bytes(folder)) / (1 << 20),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count());
+    progress.message(line);
   };
   if (checkpoints.every > 0)
     loop.set_after_step([&](int64_t epoch, int64_t steps_in_epoch) {

@@ -128,6 +128,13 @@ std::string hex(const unsigned char* bytes, size_t n) {
 
 }  // namespace
 
+size_t folder_bytes(const std::string& folder) {
+  size_t bytes = 0;
+  for (const auto& entry : fs::directory_iterator(folder))
+    if (entry.is_regular_file()) bytes += entry.file_size();
+  return bytes;
+}
+
 std::string sha256_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) KOLO_THROW_ERRNO("open ", path);
@@ -186,29 +193,35 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
                         buffer.data + (lo - held.begin)});
     }
   }
+  // Every rank its shard; the last rank also the 16-bit model, at the same time (stage 3
+  // gathers the whole model for the moment).
   const std::string shard = shard_name(rank, world);
-  std::string digest(64, '0');
+  const std::string model_path = (fs::path(tmp_dir) / "model.safetensors").string();
+  parallel.gather_all_params();
+  std::string digest(128, '0');
   collectively(comm, "checkpoint " + final_dir + ": writing " + shard, [&] {
     const std::string path = (fs::path(tmp_dir) / shard).string();
     write_safetensors(path, pieces, {{"format", kFormat}, {"rank", std::to_string(rank)}});
-    digest = sha256_file(path);
+    digest.replace(0, 64, sha256_file(path));
+    if (rank != world - 1) return;
+    model.save(model_path, {{"format", "pt"}});
+    digest.replace(64, 64, sha256_file(model_path));
   });
-  std::vector<char> digests(static_cast<size_t>(world) * 64);
-  comm.allgather(digest.data(), digests.data(), 64, DType::kUInt8);
+  parallel.release_params();
+  std::vector<char> digests(static_cast<size_t>(world) * 128);
+  comm.allgather(digest.data(), digests.data(), 128, DType::kUInt8);
 
-  // The 16-bit model once (stage 3 gathers it for the moment), then the index and the rename.
-  parallel.gather_all_params();
+  // The index, the rename and `latest`, on rank 0.
   collectively(comm, "checkpoint " + final_dir, [&] {
     if (rank != 0) return;
-    const std::string model_path = (fs::path(tmp_dir) / "model.safetensors").string();
-    model.save(model_path, {{"format", "pt"}});
     nlohmann::json files = nlohmann::json::object();
-    files["model.safetensors"] = {{"sha256", sha256_file(model_path)},
-                                  {"bytes", fs::file_size(model_path)}};
+    files["model.safetensors"] = {
+        {"sha256", std::string(digests.data() + size_t(world - 1) * 128 + 64, 64)},
+        {"bytes", fs::file_size(model_path)}};
     for (int r = 0; r < world; ++r) {
       const Partition p = partition_of(layout, world, r);
       const std::string file = shard_name(r, world);
-      files[file] = {{"sha256", std::string(digests.data() + size_t(r) * 64, 64)},
+      files[file] = {{"sha256", std::string(digests.data() + size_t(r) * 128, 64)},
                      {"bytes", fs::file_size(fs::path(tmp_dir) / file)},
                      {"rank", r},
                      {"begin", p.begin},
@@ -255,7 +268,6 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
     for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
       if (steps[i] != name) fs::remove_all(fs::path(dir) / steps[i]);
   });
-  parallel.release_params();
   return final_dir;
 }
 

@@ -68,6 +68,8 @@ void read_checkpoint_range(const std::string& folder, const nlohmann::json& inde
 
 // The index of a step folder, parsed and checked for its format.
 nlohmann::json read_checkpoint_index(const std::string& folder);
+// Bytes of the regular files in a folder (a step folder's size).
+size_t folder_bytes(const std::string& folder);
 // SHA-256 of a file's bytes, as 64 lowercase hex digits (OpenSSL).
 std::string sha256_file(const std::string& path);
 
