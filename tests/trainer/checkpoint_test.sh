@@ -3,7 +3,8 @@
 # stage 2, 12 fine-tuning steps, a checkpoint every 6):
 #   - a run killed with SIGKILL right after its step-6 save, resumed from its folder, ends with
 #     checkpoint files byte-identical to the uninterrupted run's (losses and parameters too);
-#   - kolo_ckpt verifies and exports (the fp16 export is the checkpoint's model.safetensors);
+#   - kolo_ckpt verifies and exports (the fp16 export is the checkpoint's model.safetensors; the
+#     fp32 export gives PyTorch's loss within 1e-5 in tests/trainer/python/compare.py);
 #   - an altered shard and a truncated one are refused naming the file and the check that
 #     failed; an older step folder can still be named; a checkpoint of another model shape is
 #     refused naming the first tensor that differs;
@@ -48,6 +49,11 @@ diff <(grep -o '^\[0\] step 1[0-2]/12 | loss [0-9.]*' "$out/a.log") \
 "$ckpt" info "$out/a/step-000006" | grep -q "step 6 of the phase"
 "$ckpt" export "$out/a" "$out/export16.safetensors" --dtype float16
 cmp "$out/export16.safetensors" "$out/a/step-000012/model.safetensors"
+# The fp32 export in the PyTorch twin: the same loss on the same batch within 1e-5.
+"$ckpt" export "$out/a" "$out/export32.safetensors"
+"$build/tests/trainer/kolo_model_dump" bert-file "$out/export32.safetensors" "$out/torch"
+/usr/bin/python3 tests/trainer/python/compare.py "$out/torch" | tee "$out/torch.log"
+grep -q "loss kolo .* (tol 1e-05)" "$out/torch.log"
 
 # Damage: one byte of a shard altered, then the shard truncated.
 cp -r "$out/a/step-000012" "$out/bad"

@@ -1,6 +1,8 @@
 // Writes one model's fixed weights, inputs, loss and gradients into a directory, for
 // tests/trainer/python/compare.py to check against PyTorch:
 //   kolo_model_dump <bert|mlp> <float32|float16|bfloat16> <dir>
+//   kolo_model_dump bert-file <weights.safetensors> <dir>   train_bert's model (BERT-tiny,
+//       both heads) with these fp32 weights (e.g. kolo_ckpt export), loss bound 1e-5
 // BERT-tiny runs both heads on a padded batch with some -100 labels; dropout is 0.
 #include <sys/stat.h>
 
@@ -70,12 +72,17 @@ void write_config(const std::string& dir, nlohmann::json cfg) {
   KOLO_CHECK_ARG(out.good(), "cannot write ", dir, "/config.json");
 }
 
-void dump_bert(DType dt, const std::string& dir) {
+// `weights` empty: perturbed weights and a 3-label head; else train_bert's 2-label model
+// loaded from that file (fp32).
+void dump_bert(DType dt, const std::string& dir, const std::string& weights = "") {
   BertConfig c = bert_preset("tiny");
   c.hidden_dropout = c.attention_dropout = 0.0f;
-  c.num_labels = 3;
+  c.num_labels = weights.empty() ? 3 : 2;
   Bert model(cpu_backend(), c, dt, 3, 12, /*seed=*/1);
-  perturb_weights(model, 1);
+  if (weights.empty())
+    perturb_weights(model, 1);
+  else
+    model.load(weights, true);
   TokenBatch b = bert_batch(c);
   float loss = model.forward(b);
   model.zero_grad();
@@ -91,15 +98,17 @@ void dump_bert(DType dt, const std::string& dir) {
        i32("attention_mask", b.attention_mask, {b.batch, b.seq}),
        i32("mlm_labels", b.mlm_labels, {b.batch, b.seq}), i32("labels", b.labels, {b.batch})});
   write_grads(model, loss_scale(dt), dir + "/grads.safetensors");
-  write_config(dir, {{"name", std::string("bert-tiny ") + dtype_name(dt)},
-                     {"model", "bert"},
-                     {"dtype", dtype_name(dt)},
-                     {"config", bert_config_to_json(c)},
-                     {"loss", loss},
-                     {"mlm_loss", model.mlm_loss()},
-                     {"cls_loss", model.classification_loss()},
-                     {"masked", model.mlm_count()},
-                     {"loss_scale", loss_scale(dt)}});
+  nlohmann::json config = {{"name", std::string("bert-tiny ") + dtype_name(dt)},
+                           {"model", "bert"},
+                           {"dtype", dtype_name(dt)},
+                           {"config", bert_config_to_json(c)},
+                           {"loss", loss},
+                           {"mlm_loss", model.mlm_loss()},
+                           {"cls_loss", model.classification_loss()},
+                           {"masked", model.mlm_count()},
+                           {"loss_scale", loss_scale(dt)}};
+  if (!weights.empty()) config["loss_tolerance"] = 1e-5;  // the bound for an export
+  write_config(dir, config);
 }
 
 void dump_mlp(DType dt, const std::string& dir) {
@@ -140,8 +149,12 @@ int main(int argc, char** argv) {
   }
   try {
     std::string model = argv[1], dir = argv[3];
-    kolo::DType dt = kolo::parse_dtype(argv[2], "dtype argument");
     ::mkdir(dir.c_str(), 0755);
+    if (model == "bert-file") {
+      dump_bert(kolo::DType::kFloat32, dir, argv[2]);
+      return 0;
+    }
+    kolo::DType dt = kolo::parse_dtype(argv[2], "dtype argument");
     if (model == "bert") {
       dump_bert(dt, dir);
     } else if (model == "mlp") {
