@@ -5,9 +5,10 @@
 #     checkpoint files byte-identical to the uninterrupted run's (losses and parameters too);
 #   - kolo_ckpt verifies and exports (the fp16 export is the checkpoint's model.safetensors; the
 #     fp32 export gives PyTorch's loss within 1e-5 in tests/trainer/python/compare.py);
-#   - an altered shard and a truncated one are refused naming the file and the check that
-#     failed; an older step folder can still be named; a checkpoint of another model shape is
-#     refused naming the first tensor that differs;
+#   - an altered, a truncated and a missing shard are refused naming the file and the check
+#     that failed; an older step folder can still be named; a checkpoint of another model
+#     shape is refused naming the first tensor that differs; --keep keeps the newest folders;
+#   - every rank killed while the step-12 folder is being written: latest still loads;
 #   - a disk that fills during a save (a 90 MiB tmpfs, as root): an error on every rank, and
 #     `latest` still names the previous, loadable checkpoint.
 # Usage: checkpoint_test.sh BUILD_DIR SOURCE_DIR
@@ -69,6 +70,25 @@ grep -q "rank-00000-of-00002.safetensors has 1000 bytes, the index says" "$out/b
 # An older step folder, named explicitly, still loads.
 "${run[@]}" --resume "$out/a/step-000006" --set kolo.finetune.max_steps=7 >"$out/old.log" 2>&1
 grep -q "resumed from .*step-000006" "$out/old.log"
+# A missing shard.
+cp -r "$out/a/step-000012" "$out/bad3"
+rm "$out/bad3/rank-00001-of-00002.safetensors"
+if "${run[@]}" --resume "$out/bad3" >"$out/bad3.log" 2>&1; then exit 1; fi
+grep -q "rank-00001-of-00002.safetensors is missing" "$out/bad3.log"
+# --keep 2 with a save every 3 steps: the two newest step folders remain.
+"${run[@]}" --save "$out/k" --save-every 3 --keep 2 >"$out/keep.log" 2>&1
+test "$(ls "$out/k" | grep -c '^step-')" -eq 2 && test -d "$out/k/step-000012" && test -d "$out/k/step-000009"
+# Every rank killed in the middle of a save (the step-12 folder is still partial): latest
+# names step 6, which loads. (When the kill lands after the save, latest names step 12.)
+"${run[@]}" --save "$out/m" --save-every 6 >"$out/m.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 3000); do [ -d "$out/m/.step-000012.partial" ] && break; sleep 0.01; done
+kill -9 -- "$pid" 2>/dev/null || true
+pkill -9 -f "train_bert --phase finetune --set kolo.finetune.max_steps=12" 2>/dev/null || true
+wait "$pid" 2>/dev/null || true
+echo "checkpoint_test: killed during the save; latest names $(cat "$out/m/latest")"
+"${run[@]}" --resume "$out/m" >"$out/m2.log" 2>&1
+grep -q "resumed from .*$(cat "$out/m/latest")" "$out/m2.log"
 # Another model shape.
 if "${run[@]}" --resume "$out/a" --set kolo.model=mini >"$out/shape.log" 2>&1; then exit 1; fi
 grep -q "bert.embeddings.word_embeddings.weight \[30522,128\] in the checkpoint and bert.embeddings.word_embeddings.weight \[30522,256\] in the model" "$out/shape.log"

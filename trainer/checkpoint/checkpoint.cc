@@ -230,29 +230,32 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
     const DynamicLossScaler& scaler = step.scaler();
     nlohmann::json state_names = nlohmann::json::array();
     for (const Buffer& b : kinds) state_names.push_back(b.kind);
-    const nlohmann::json index = {{"format", kFormat},
-                                  {"format_version", kFormatVersion},
-                                  {"kolo_version", KOLO_VERSION_STRING},
-                                  {"phase", position.phase},
-                                  {"step", position.step},
-                                  {"global_step", position.global_step},
-                                  {"epoch", position.epoch},
-                                  {"step_in_epoch", position.step_in_epoch},
-                                  {"world_size", world},
-                                  {"stage", parallel.stage()},
-                                  {"dtype", dtype_name(model.dtype())},
-                                  {"optimizer", step.optimizer().name()},
-                                  {"optimizer_step", step.optimizer().step_count()},
-                                  {"buffers", state_names},
-                                  {"loss_scaler",
-                                   {{"scale", scaler.scale()},
-                                    {"clean_steps", scaler.clean_steps_since_overflow_or_growth()},
-                                    {"hysteresis_left", scaler.hysteresis_left()},
-                                    {"skipped_steps", scaler.skipped_steps()}}},
-                                  {"total", layout.total()},
-                                  {"layout", layout_json(layout)},
-                                  {"files", files},
-                                  {"config", config}};
+    const nlohmann::json index = {
+        {"format", kFormat},
+        {"format_version", kFormatVersion},
+        {"kolo_version", KOLO_VERSION_STRING},
+        {"phase", position.phase},
+        {"step", position.step},
+        {"global_step", position.global_step},
+        {"epoch", position.epoch},
+        {"step_in_epoch", position.step_in_epoch},
+        // The data position in samples: every step (skipped ones too) consumed a global batch.
+        {"global_sample", position.step * config.value("train_batch_size", int64_t{0})},
+        {"world_size", world},
+        {"stage", parallel.stage()},
+        {"dtype", dtype_name(model.dtype())},
+        {"optimizer", step.optimizer().name()},
+        {"optimizer_step", step.optimizer().step_count()},
+        {"buffers", state_names},
+        {"loss_scaler",
+         {{"scale", scaler.scale()},
+          {"clean_steps", scaler.clean_steps_since_overflow_or_growth()},
+          {"hysteresis_left", scaler.hysteresis_left()},
+          {"skipped_steps", scaler.skipped_steps()}}},
+        {"total", layout.total()},
+        {"layout", layout_json(layout)},
+        {"files", files},
+        {"config", config}};
     write_text_atomic((fs::path(tmp_dir) / "index.json").string(), index.dump(1));
     fs::remove_all(final_dir);  // an older save of the same step
     fs::rename(tmp_dir, final_dir);
