@@ -26,17 +26,21 @@ trap 'echo "checkpoint_test: failed at line $LINENO"' ERR
 run=("$build/tools/kolorun" -np 2 "$build/examples/train_bert" --phase finetune
   --set kolo.finetune.max_steps=12 --set kolo.finetune.evaluate=false --set steps_per_print=1)
 ckpt=$build/tools/kolo_ckpt
+# Runs the 12 steps saving into $1 every 6 and kills every rank (SIGKILL) once path $2 exists.
+kill_when() {
+  "${run[@]}" --save "$1" --save-every 6 >"$1.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 3000); do [ -e "$2" ] && break; sleep 0.01; done
+  kill -9 -- "$pid" 2>/dev/null || true
+  pkill -9 -f "train_bert --phase finetune --set kolo.finetune.max_steps=12" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
 
 "${run[@]}" --save "$out/a" --save-every 6 >"$out/a.log" 2>&1
 test "$(cat "$out/a/latest")" = step-000012
 
 # Killed right after the step-6 checkpoint (latest is written last), then resumed.
-"${run[@]}" --save "$out/b" --save-every 6 >"$out/b.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do [ -f "$out/b/latest" ] && break; sleep 0.05; done
-kill -9 -- "$pid" 2>/dev/null || true
-pkill -9 -f "train_bert --phase finetune --set kolo.finetune.max_steps=12" 2>/dev/null || true
-wait "$pid" 2>/dev/null || true
+kill_when "$out/b" "$out/b/latest"
 test -f "$out/b/step-000006/index.json"
 "${run[@]}" --resume "$out/b" --save "$out/b" --save-every 6 >"$out/b2.log" 2>&1
 grep -q "resumed from .*step-000006 at step 6" "$out/b2.log"
@@ -80,12 +84,7 @@ grep -q "rank-00001-of-00002.safetensors is missing" "$out/bad3.log"
 test "$(ls "$out/k" | grep -c '^step-')" -eq 2 && test -d "$out/k/step-000012" && test -d "$out/k/step-000009"
 # Every rank killed in the middle of a save (the step-12 folder is still partial): latest
 # names step 6, which loads. (When the kill lands after the save, latest names step 12.)
-"${run[@]}" --save "$out/m" --save-every 6 >"$out/m.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 3000); do [ -d "$out/m/.step-000012.partial" ] && break; sleep 0.01; done
-kill -9 -- "$pid" 2>/dev/null || true
-pkill -9 -f "train_bert --phase finetune --set kolo.finetune.max_steps=12" 2>/dev/null || true
-wait "$pid" 2>/dev/null || true
+kill_when "$out/m" "$out/m/.step-000012.partial"
 echo "checkpoint_test: killed during the save; latest names $(cat "$out/m/latest")"
 "${run[@]}" --resume "$out/m" >"$out/m2.log" 2>&1
 grep -q "resumed from .*$(cat "$out/m/latest")" "$out/m2.log"
