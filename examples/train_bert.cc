@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -437,6 +438,14 @@ int main(int argc, char** argv) {
     // plain start is a job of one.
     return run(Job::from_launcher(), args);
   } catch (const kolo::Error& e) {
+    std::fprintf(stderr, "train_bert: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "train_bert: out of memory (a model, batch or sequence too large for this "
+                 "host?)\n");
+    return 1;
+  } catch (const std::exception& e) {  // a JSON type error from --set, a file system error
     std::fprintf(stderr, "train_bert: %s\n", e.what());
     return 1;
   }

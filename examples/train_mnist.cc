@@ -5,6 +5,7 @@
 //       mnist.json] [--set key=value ...] [--save FILE] [--threads N]
 #include <chrono>
 #include <cstdio>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -163,6 +164,14 @@ int main(int argc, char** argv) {
   try {
     return run(Job::from_launcher(), args);
   } catch (const kolo::Error& e) {
+    std::fprintf(stderr, "train_mnist: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "train_mnist: out of memory (a model, batch or sequence too large for this "
+                 "host?)\n");
+    return 1;
+  } catch (const std::exception& e) {  // a JSON type error from --set, a file system error
     std::fprintf(stderr, "train_mnist: %s\n", e.what());
     return 1;
   }

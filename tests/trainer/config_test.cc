@@ -199,7 +199,15 @@ TEST(Config, BatchSizeRule) {
   expect_error(json{{"train_batch_size", 30}, {"train_micro_batch_size_per_gpu", 4}},
                "train_batch_size: 30 is not a multiple of train_micro_batch_size_per_gpu (4)");
   expect_error(json::object(), "train_batch_size or train_micro_batch_size_per_gpu");
-  expect_error(json{{"train_batch_size", 0}}, "train_batch_size: 0 is out of range (>= 1)");
+  expect_error(json{{"train_batch_size", 0}}, "train_batch_size: 0 is out of range");
+  // Found by the hardening issue: 2^32 accumulation steps became 0 (and a SIGFPE) in an int,
+  // and the product of large values wrapped.
+  expect_error(
+      json{{"train_micro_batch_size_per_gpu", 1}, {"gradient_accumulation_steps", 4294967296LL}},
+      "gradient_accumulation_steps: 4294967296 is out of range");
+  expect_error(json{{"train_micro_batch_size_per_gpu", 2147483647},
+                    {"gradient_accumulation_steps", 2147483647}},
+               "overflows a 64-bit integer", 4);
 }
 
 TEST(Config, SchedulersAndStaticScale) {

@@ -150,6 +150,29 @@ TEST_F(ModelSafetensors, CorruptFilesAreRejectedNamingFileAndTensor) {
       "twice");
 }
 
+TEST_F(ModelSafetensors, WrappedSizesAndOverlappingTensorsAreRefused) {
+  // Found by the hardening issue: element counts could wrap, and two tensors could share
+  // bytes. A file with the given header text and `data` zero bytes of data.
+  auto raw = [&](const char* name, const std::string& header, size_t data) {
+    std::vector<uint8_t> out(8, 0);
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(header.size() >> (8 * i));
+    out.insert(out.end(), header.begin(), header.end());
+    out.resize(out.size() + data, 0);
+    write_bytes(path(name), out);
+    return path(name);
+  };
+  const std::string wrap =
+      raw("wrap.safetensors",
+          R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,0]}})", 0);
+  expect_error([&] { SafetensorsFile f(wrap); }, "too many elements");
+  const std::string overlap = raw("overlap.safetensors",
+                                  R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                  R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                                  12);
+  expect_error([&] { SafetensorsFile f(overlap); }, "overlap");
+  expect_error([&] { SafetensorsFile::header_only(overlap); }, "overlap");
+}
+
 ParamLayout small_layout() {
   ParamLayout l;
   l.add("w", {2, 3}, true);

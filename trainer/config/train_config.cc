@@ -16,9 +16,18 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// Batch keys: positive and at most 2^31 - 1 (the trainer counts micro-batches in int).
 std::optional<int64_t> optional_int(const JsonSection& s, std::string_view key) {
   if (!s.has(key)) return std::nullopt;
-  return s.get_int(key, 0, Range::at_least(1));
+  return s.get_int(key, 0, Range::closed(1, 2147483647.0));
+}
+
+// a * b, refused naming `what` when it does not fit an int64.
+int64_t checked_product(int64_t a, int64_t b, const char* what) {
+  int64_t out = 0;
+  KOLO_CHECK_ARG(!__builtin_mul_overflow(a, b, &out), what, ": ", a, " * ", b,
+                 " overflows a 64-bit integer");
+  return out;
 }
 
 Fp16Config parse_fp16(const JsonSection& s) {
@@ -182,22 +191,25 @@ BatchSizes resolve_batch_sizes(std::optional<int64_t> train, std::optional<int64
                                std::optional<int64_t> accumulation, int world_size) {
   KOLO_CHECK_ARG(world_size >= 1, "world size: ", world_size, " is out of range (>= 1)");
   const int64_t w = world_size;
+  const char* product = "train_micro_batch_size_per_gpu * gradient_accumulation_steps * world size";
   BatchSizes b;
   if (train && micro && accumulation) {
     b = {*train, *micro, *accumulation};
   } else if (train && micro) {
-    KOLO_CHECK_ARG(*train % (*micro * w) == 0, "train_batch_size: ", *train,
+    const int64_t per_step = checked_product(*micro, w, product);
+    KOLO_CHECK_ARG(*train % per_step == 0, "train_batch_size: ", *train,
                    " is not a multiple of train_micro_batch_size_per_gpu (", *micro,
                    ") * world size (", w, ")");
-    b = {*train, *micro, *train / (*micro * w)};
+    b = {*train, *micro, *train / per_step};
   } else if (train && accumulation) {
-    KOLO_CHECK_ARG(*train % (*accumulation * w) == 0, "train_batch_size: ", *train,
+    const int64_t per_micro = checked_product(*accumulation, w, product);
+    KOLO_CHECK_ARG(*train % per_micro == 0, "train_batch_size: ", *train,
                    " is not a multiple of gradient_accumulation_steps (", *accumulation,
                    ") * world size (", w, ")");
-    b = {*train, *train / (*accumulation * w), *accumulation};
+    b = {*train, *train / per_micro, *accumulation};
   } else if (micro) {
     const int64_t acc = accumulation.value_or(1);
-    b = {*micro * acc * w, *micro, acc};
+    b = {checked_product(checked_product(*micro, acc, product), w, product), *micro, acc};
   } else if (train) {
     KOLO_CHECK_ARG(*train % w == 0, "train_batch_size: ", *train,
                    " is not a multiple of the world size (", w, ")");
@@ -206,11 +218,12 @@ BatchSizes resolve_batch_sizes(std::optional<int64_t> train, std::optional<int64
     KOLO_THROW(ErrorCode::kInvalidArgument,
                "train_batch_size or train_micro_batch_size_per_gpu: one of them is required");
   }
-  KOLO_CHECK_ARG(
-      b.train_batch_size == b.micro_batch_size * b.gradient_accumulation_steps * w,
-      "train_batch_size: ", b.train_batch_size, " is not train_micro_batch_size_per_gpu (",
-      b.micro_batch_size, ") * gradient_accumulation_steps (", b.gradient_accumulation_steps,
-      ") * world size (", w, ") = ", b.micro_batch_size * b.gradient_accumulation_steps * w);
+  const int64_t expected = checked_product(
+      checked_product(b.micro_batch_size, b.gradient_accumulation_steps, product), w, product);
+  KOLO_CHECK_ARG(b.train_batch_size == expected, "train_batch_size: ", b.train_batch_size,
+                 " is not train_micro_batch_size_per_gpu (", b.micro_batch_size,
+                 ") * gradient_accumulation_steps (", b.gradient_accumulation_steps,
+                 ") * world size (", w, ") = ", expected);
   return b;
 }
 

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/base/error.h"
+#include "comm/base/text.h"
 
 namespace kolo::trainer {
 namespace {
@@ -28,11 +29,14 @@ constexpr DTypeName kDTypeNames[] = {
     {DType::kFloat64, "F64"},
 };
 
+// Elements of `shape`; a product that would not fit in 2^62 (bytes of any dtype) is refused
+// instead of wrapping.
 size_t shape_numel(const std::vector<int64_t>& shape, const std::string& context) {
   size_t n = 1;
   for (int64_t d : shape) {
     KOLO_CHECK_ARG(d >= 0, context, ": negative dimension ", d);
-    n *= static_cast<size_t>(d);
+    KOLO_CHECK_ARG(!__builtin_mul_overflow(n, static_cast<size_t>(d), &n) && n < (size_t{1} << 60),
+                   context, ": shape ", shape_text(shape), " has too many elements");
   }
   return n;
 }
@@ -238,6 +242,11 @@ void SafetensorsFile::parse(size_t file_bytes) {
   }
   std::sort(entries_.begin(), entries_.end(),
             [](const Entry& a, const Entry& b) { return a.offset < b.offset; });
+  // Tensors may not share bytes: a crafted header could alias one tensor onto another.
+  for (size_t i = 1; i < entries_.size(); ++i)
+    KOLO_CHECK_ARG(entries_[i].offset >= entries_[i - 1].offset + entries_[i - 1].bytes, path_,
+                   ": tensors '", entries_[i - 1].name, "' and '", entries_[i].name,
+                   "' overlap in the data section");
 }
 
 const SafetensorsFile::Entry* SafetensorsFile::get(const std::string& name) const {

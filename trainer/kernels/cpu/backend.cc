@@ -37,7 +37,9 @@ float* scratch(Slot slot, size_t n) {
   if (n > buffer.capacity) {
     // Rounded up to whole vectors so kernels may load and store full lanes at the end.
     const size_t capacity = (n + 2 * kLanes) / kLanes * kLanes;
-    void* p = std::aligned_alloc(kAlignment, capacity * sizeof(float));
+    // aligned_alloc needs a size that is a multiple of the alignment (C11 7.22.3.1).
+    const size_t bytes = (capacity * sizeof(float) + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, bytes);
     if (p == nullptr) {
       KOLO_THROW(ErrorCode::kInvalidArgument, "cpu scratch: cannot allocate ",
                  capacity * sizeof(float), " bytes");
