@@ -111,6 +111,18 @@ TEST(DataMailText, DecodesEncodingsAndStripsMarkup) {
   EXPECT_EQ(mail_text(b64), "hi\n\nHello world");
 }
 
+TEST(DataMailText, UnclosedTagsTakeLinearTime) {
+  // Found by the hardening issue: every '<a' without a later '>' rescanned the rest of the
+  // body, and every '<style' without '</style' too (quadratic: hours for these 4 MB). The
+  // stripped text keeps what it cannot read as a tag; ctest's timeout catches a regression.
+  std::string tags, styles;
+  for (int i = 0; i < 2000000; ++i) tags += "<a";
+  for (int i = 0; i < 400000; ++i) styles += "<style";
+  EXPECT_EQ(mail::clean_body(tags, false).size(), std::string("<a").size() * 2000000);
+  EXPECT_FALSE(mail::clean_body(styles, false).empty());
+  EXPECT_EQ(mail::clean_body("<b>bold</b> <style>x</style>text", false), "bold text");
+}
+
 TEST(DataSpam, MissingCorpusNamesTheFetchScript) {
   try {
     load_spam_corpus("/nonexistent/kolo-data", tokenizer());

@@ -161,6 +161,11 @@ size_t decode_entity(std::string_view text, size_t pos, std::string& out) {
 std::string strip_html(std::string_view text) {
   std::string out;
   out.reserve(text.size());
+  // Linear time on any input: once a search for '>' (or for a closing </style, </script)
+  // from some position fails, every later search from further on fails too, so it is not
+  // repeated ("<a<a<a..." without any '>' was quadratic).
+  size_t no_gt_from = std::string_view::npos, no_style_from = std::string_view::npos,
+         no_script_from = std::string_view::npos;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     const char next = i + 1 < text.size() ? text[i + 1] : '\0';
@@ -168,15 +173,29 @@ std::string strip_html(std::string_view text) {
         (std::isalpha(static_cast<unsigned char>(next)) || next == '/' || next == '!')) {
       const std::string_view tag = text.substr(i);
       std::string_view closing;
-      if (starts_with_nocase(tag, "<style")) closing = "</style";
-      if (starts_with_nocase(tag, "<script")) closing = "</script";
+      size_t* none_from = nullptr;
+      if (starts_with_nocase(tag, "<style")) {
+        closing = "</style";
+        none_from = &no_style_from;
+      }
+      if (starts_with_nocase(tag, "<script")) {
+        closing = "</script";
+        none_from = &no_script_from;
+      }
       size_t end = i;
       if (!closing.empty()) {
-        const auto it = std::search(tag.begin(), tag.end(), closing.begin(), closing.end(),
-                                    [](char a, char b) { return lower(a) == lower(b); });
-        end = i + static_cast<size_t>(it - tag.begin());
+        if (i >= *none_from) {
+          end = text.size();
+        } else {
+          const auto it = std::search(tag.begin(), tag.end(), closing.begin(), closing.end(),
+                                      [](char a, char b) { return lower(a) == lower(b); });
+          if (it == tag.end()) *none_from = i;
+          end = i + static_cast<size_t>(it - tag.begin());
+        }
       }
-      end = text.find('>', end);
+      const size_t from = end;
+      end = from >= no_gt_from ? std::string_view::npos : text.find('>', from);
+      if (end == std::string_view::npos) no_gt_from = std::min(no_gt_from, from);
       if (end != std::string_view::npos) {
         out += ' ';
         i = end;
