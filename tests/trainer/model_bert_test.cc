@@ -81,6 +81,9 @@ TEST(ModelBert, ConfigPresetsAndJson) {
   EXPECT_EQ(round.intermediate, j.intermediate);
   EXPECT_EQ(round.num_labels, 2);
   EXPECT_THROW(bert_preset("huge"), Error);
+  // Found by the hardening issue: integers narrowed silently (2^32 + 128 became 128).
+  EXPECT_THROW(parse_bert_config(std::string_view(R"({"hidden_size": 4294967424})")), Error);
+  EXPECT_THROW(parse_bert_config(std::string_view(R"({"num_labels": -4294967294})")), Error);
   EXPECT_THROW(parse_bert_config(nlohmann::json{{"hidden_size", 130}, {"num_attention_heads", 4}}),
                Error);
 }

@@ -1,6 +1,8 @@
 // BertConfig presets, validation and JSON (nlohmann-json) conversion.
 #include "trainer/model/bert_config.h"
 
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "comm/base/error.h"
@@ -25,6 +27,13 @@ void read_key(const nlohmann::json& json, const char* key, T& field) {
     KOLO_CHECK_ARG(v.is_boolean(), "BERT config: '", key, "' must be true or false");
   } else if constexpr (std::is_integral_v<T>) {
     KOLO_CHECK_ARG(v.is_number_integer(), "BERT config: '", key, "' must be an integer");
+    // No silent narrowing: 2^32 + 128 must not become 128.
+    const bool fits =
+        v.is_number_unsigned()
+            ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+            : v.get<int64_t>() >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                  v.get<int64_t>() <= static_cast<int64_t>(std::numeric_limits<T>::max());
+    KOLO_CHECK_ARG(fits, "BERT config: '", key, "' = ", v.dump(), " is out of range");
   } else {
     KOLO_CHECK_ARG(v.is_number(), "BERT config: '", key, "' must be a number");
   }
