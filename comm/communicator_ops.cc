@@ -16,9 +16,41 @@
 namespace kolo {
 namespace {
 
-void check_buffer(const void* ptr, size_t count, const char* collective, const char* which) {
+// The most bytes one buffer may hold: every byte count derived from element counts (times the
+// world size, padded) then fits a size_t.
+constexpr size_t kMaxBytes = size_t{1} << 60;
+
+void check_dtype(DType dtype, const char* collective) {
+  KOLO_CHECK_ARG(static_cast<int>(dtype) < kNumDTypes, collective, ": dtype ",
+                 static_cast<int>(dtype), " is not a kolo dtype (0-", kNumDTypes - 1, ")");
+}
+
+void check_op(ReduceOp op, const char* collective) {
+  KOLO_CHECK_ARG(static_cast<int>(op) < kNumReduceOps, collective, ": reduce op ",
+                 static_cast<int>(op), " is not a kolo reduce op (0-", kNumReduceOps - 1, ")");
+}
+
+// A buffer of `count` elements: a known dtype, no byte-size overflow, not null unless empty.
+void check_buffer(const void* ptr, size_t count, DType dtype, const char* collective,
+                  const char* which) {
+  check_dtype(dtype, collective);
+  KOLO_CHECK_ARG(count <= kMaxBytes / dtype_size(dtype), collective, ": ", which, " count ", count,
+                 " is too large (", dtype_name(dtype), " elements of at most 2^60 bytes)");
   KOLO_CHECK_ARG(ptr != nullptr || count == 0, collective, ": ", which,
                  " buffer is null but count is ", count);
+}
+
+// The sum of per-rank counts, refused before it can wrap.
+size_t checked_total(const std::vector<size_t>& counts, DType dtype, const char* collective) {
+  check_dtype(dtype, collective);
+  const size_t limit = kMaxBytes / dtype_size(dtype);
+  size_t total = 0;
+  for (size_t c : counts) {
+    KOLO_CHECK_ARG(c <= limit && total <= limit - c, collective, ": counts add up to more than ",
+                   limit, " ", dtype_name(dtype), " elements");
+    total += c;
+  }
+  return total;
 }
 
 void copy_if_distinct(void* dst, const void* src, size_t bytes) {
@@ -95,8 +127,9 @@ Algorithm Communicator::begin(Collective collective, size_t bytes,
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                              const CollectiveOptions& options) {
-  check_buffer(send, count, "allreduce", "send");
-  check_buffer(recv, count, "allreduce", "receive");
+  check_op(op, "allreduce");
+  check_buffer(send, count, dtype, "allreduce", "send");
+  check_buffer(recv, count, dtype, "allreduce", "receive");
   const size_t bytes = count * dtype_size(dtype);
   Algorithm algorithm = begin(Collective::kAllreduce, bytes, options);
   if (size_ == 1 || count == 0) {
@@ -122,8 +155,12 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DType d
 
 void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
                                   ReduceOp op, const CollectiveOptions& options) {
-  check_buffer(send, recv_count, "reduce_scatter", "send");
-  check_buffer(recv, recv_count, "reduce_scatter", "receive");
+  check_op(op, "reduce_scatter");
+  check_buffer(recv, recv_count, dtype, "reduce_scatter", "receive");
+  check_buffer(send,
+               checked_total(std::vector<size_t>(static_cast<size_t>(size_), recv_count), dtype,
+                             "reduce_scatter"),
+               dtype, "reduce_scatter", "send");
   const size_t bytes = recv_count * dtype_size(dtype);
   Algorithm algorithm =
       begin(Collective::kReduceScatter, bytes * static_cast<size_t>(size_), options);
@@ -149,10 +186,10 @@ void Communicator::allgatherv(const void* send, size_t send_count, void* recv,
                 "allgatherv: recv_counts must have one entry per rank");
   KOLO_CHECK_EQ(send_count, recv_counts[static_cast<size_t>(rank_)], ErrorCode::kInvalidArgument,
                 "allgatherv: send_count and recv_counts[rank]");
+  const size_t total = checked_total(recv_counts, dtype, "allgatherv");
   const size_t esize = dtype_size(dtype);
-  const size_t total = std::accumulate(recv_counts.begin(), recv_counts.end(), size_t{0});
-  check_buffer(send, send_count, "allgatherv", "send");
-  check_buffer(recv, total, "allgatherv", "receive");
+  check_buffer(send, send_count, dtype, "allgatherv", "send");
+  check_buffer(recv, total, dtype, "allgatherv", "receive");
   Algorithm algorithm = begin(Collective::kAllgather, total * esize, options);
   if (algorithm == Algorithm::kDirect && size_ > 1 && total > 0)
     return collectives::shm_direct_allgatherv(*shared_, send, recv, recv_counts, dtype);
@@ -166,7 +203,7 @@ void Communicator::broadcast(void* data, size_t count, DType dtype, int root,
                              const CollectiveOptions& options) {
   KOLO_CHECK_ARG(root >= 0 && root < size_, "broadcast: root ", root, " is not in [0, ", size_,
                  ")");
-  check_buffer(data, count, "broadcast", "data");
+  check_buffer(data, count, dtype, "broadcast", "data");
   const size_t bytes = count * dtype_size(dtype);
   Algorithm algorithm = begin(Collective::kBroadcast, bytes, options);
   if (size_ == 1 || bytes == 0) return;
@@ -188,14 +225,16 @@ void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_c
                 "alltoallv: send_counts must have one entry per rank");
   KOLO_CHECK_EQ(recv_counts.size(), static_cast<size_t>(size_), ErrorCode::kInvalidArgument,
                 "alltoallv: recv_counts must have one entry per rank");
+  checked_total(send_counts, dtype, "alltoallv");
+  checked_total(recv_counts, dtype, "alltoallv");
   const size_t esize = dtype_size(dtype);
   std::vector<size_t> send_bytes, recv_bytes;
   for (size_t c : send_counts) send_bytes.push_back(c * esize);
   for (size_t c : recv_counts) recv_bytes.push_back(c * esize);
   const size_t send_total = std::accumulate(send_bytes.begin(), send_bytes.end(), size_t{0});
   const size_t recv_total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
-  check_buffer(send, send_total, "alltoallv", "send");
-  check_buffer(recv, recv_total, "alltoallv", "receive");
+  check_buffer(send, send_total / esize, dtype, "alltoallv", "send");
+  check_buffer(recv, recv_total / esize, dtype, "alltoallv", "receive");
   const Algorithm algorithm = begin(Collective::kAlltoall, send_total, options);
   // In place, blocks would be overwritten before they are sent: send from a copy.
   std::vector<char> copy;

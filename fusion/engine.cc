@@ -8,9 +8,11 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "comm/base/log.h"
+#include "comm/base/text.h"
 #include "fusion/engine_impl.h"
 
 namespace kolo::engine {
@@ -46,22 +48,54 @@ Handle Engine::Impl::submit(Request request, TensorView input, TensorView output
   return submit_all(std::move(one), set, false).front();
 }
 
+namespace {
+
+// What the loop would otherwise trust: a bad value here used to end the engine thread for good.
+void check_submission(const Engine::Impl::Submission& op) {
+  const Request& r = op.request;
+  const std::string what = std::string(op_type_name(r.type)) + " of '" + r.name + "'";
+  KOLO_CHECK_ARG(static_cast<int>(r.dtype) < kNumDTypes, what, ": dtype ",
+                 static_cast<int>(r.dtype), " is not a kolo dtype (0-", kNumDTypes - 1, ")");
+  KOLO_CHECK_ARG(static_cast<int>(r.op) < kNumReduceOps, what, ": reduce op ",
+                 static_cast<int>(r.op), " is not a kolo reduce op (0-", kNumReduceOps - 1, ")");
+  KOLO_CHECK_ARG(static_cast<int>(r.compression) <= static_cast<int>(Compression::kBf16), what,
+                 ": compression ", static_cast<int>(r.compression), " is not none, fp16 or bf16");
+  KOLO_CHECK_ARG(std::isfinite(r.prescale) && std::isfinite(r.postscale), what,
+                 ": prescale and postscale must be finite (", r.prescale, ", ", r.postscale, ")");
+  // At most 2^60 bytes even as fp32 staging (prescale and compression convert to fp32).
+  const size_t limit = (size_t{1} << 60) / std::max<size_t>(dtype_size(r.dtype), 4);
+  size_t count = 1;
+  for (int64_t d : r.shape) {
+    KOLO_CHECK_ARG(d >= 0, what, ": negative dimension ", d, " in shape ", shape_text(r.shape));
+    KOLO_CHECK_ARG(!__builtin_mul_overflow(count, static_cast<size_t>(d), &count) && count <= limit,
+                   what, ": shape ", shape_text(r.shape), " has too many elements");
+  }
+  KOLO_CHECK_ARG(op.input.device < 0 && op.output.device < 0, "tensor '", r.name,
+                 "' is in device memory (device ", std::max(op.input.device, op.output.device),
+                 "); this build of kolo handles host tensors only");
+  KOLO_CHECK_ARG(op.input.data != nullptr || count == 0, "tensor '", r.name, "' has no data");
+  KOLO_CHECK_ARG(r.type != OpType::kAllreduce || op.output.data != nullptr || count == 0, what,
+                 ": the output buffer is null");
+}
+
+}  // namespace
+
 std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int set, bool one_state) {
   // Everything is checked before anything is queued: a refused member leaves no other member
   // of its group waiting for it.
-  for (const Submission& op : ops) {
-    KOLO_CHECK_ARG(op.input.device < 0 && op.output.device < 0, "tensor '", op.request.name,
-                   "' is in device memory (device ", std::max(op.input.device, op.output.device),
-                   "); this build of kolo handles host tensors only");
-    KOLO_CHECK_ARG(op.input.data != nullptr || op.input.count() == 0, "tensor '", op.request.name,
-                   "' has no data");
-  }
+  for (const Submission& op : ops) check_submission(op);
   std::vector<std::shared_ptr<Handle::State>> states;
   for (size_t i = 0; i < ops.size(); ++i)
     states.push_back(one_state && i > 0 ? states[0] : std::make_shared<Handle::State>());
   std::lock_guard<std::mutex> lock(mutex_);
   KOLO_CHECK_ARG(set >= 0 && set < static_cast<int>(sets_.size()) && sets_[set], "process set ",
                  set, " does not exist on rank ", world_->rank());
+  const int set_size = sets_[set]->comm ? sets_[set]->comm->size() : world_->size();
+  for (const Submission& op : ops)
+    KOLO_CHECK_ARG(op.request.type != OpType::kBroadcast ||
+                       (op.request.root >= 0 && op.request.root < set_size),
+                   "broadcast of '", op.request.name, "': root ", op.request.root,
+                   " is not in [0, ", set_size, ")");
   std::vector<Handle> handles(states.begin(), states.end());
   if (dead_) {
     for (auto& state : states) state->fail(death_code_, "engine stopped: " + death_);

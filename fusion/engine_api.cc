@@ -79,6 +79,9 @@ Handle Engine::alltoall(const std::string& name, TensorView input, const OpOptio
   }
   KOLO_CHECK_EQ(static_cast<int64_t>(o.splits.size()), static_cast<int64_t>(n),
                 ErrorCode::kInvalidArgument, "alltoall of '" + name + "': splits per rank");
+  for (int64_t split : o.splits)  // a negative split would pass the sum check below
+    KOLO_CHECK_ARG(split >= 0 && split <= rows, "alltoall of '", name, "': split ", split,
+                   " is not in [0, ", rows, "]");
   KOLO_CHECK_EQ(std::accumulate(o.splits.begin(), o.splits.end(), int64_t{0}), rows,
                 ErrorCode::kInvalidArgument, "alltoall of '" + name + "': sum of splits vs rows");
   return impl_->submit(make_request(name, OpType::kAlltoall, input, o), input, {},

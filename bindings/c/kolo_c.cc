@@ -17,10 +17,22 @@ struct kolo_handle {
 
 namespace {
 
+// g_comm and g_engine change only under g_mutex; calls take a reference under it, so a
+// concurrent kolo_shutdown cannot free the engine under a running call.
 std::mutex g_mutex;
 std::shared_ptr<kolo::Communicator> g_comm;
-std::unique_ptr<kolo::engine::Engine> g_engine;
+std::shared_ptr<kolo::engine::Engine> g_engine;
 thread_local std::string g_last_error;
+
+// The door: every C argument is checked here before it becomes a C++ enum or a size.
+[[noreturn]] void invalid(const std::string& message) {
+  throw kolo::Error(kolo::ErrorCode::kInvalidArgument, message);
+}
+
+const char* checked_name(const char* name) {
+  if (name == nullptr) invalid("the tensor name is null");
+  return name;
+}
 
 kolo_status to_status(kolo::ErrorCode code) {
   switch (code) {
@@ -50,16 +62,25 @@ kolo_status guarded(Fn fn) {
   }
 }
 
-kolo::engine::Engine& engine() {
-  if (!g_engine)
-    throw kolo::Error(kolo::ErrorCode::kInvalidArgument, "kolo_init() has not been called");
-  return *g_engine;
+std::shared_ptr<kolo::engine::Engine> engine() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_engine) invalid("kolo_init() has not been called");
+  return g_engine;
+}
+
+kolo::ReduceOp op_of(int op) {
+  if (op < 0 || op >= kolo::kNumReduceOps)
+    invalid("reduce op " + std::to_string(op) + " is not a kolo_op (KOLO_SUM .. KOLO_PRODUCT)");
+  return static_cast<kolo::ReduceOp>(op);
 }
 
 kolo::engine::OpOptions convert(const kolo_options* o) {
   kolo_options c = o ? *o : kolo_default_options();
   kolo::engine::OpOptions out;
-  out.op = static_cast<kolo::ReduceOp>(c.op);
+  out.op = op_of(static_cast<int>(c.op));
+  if (static_cast<int>(c.compression) < 0 || static_cast<int>(c.compression) > 2)
+    invalid("compression " + std::to_string(static_cast<int>(c.compression)) +
+            " is not a kolo_compression");
   out.prescale = c.prescale;
   out.postscale = c.postscale;
   out.compression = static_cast<kolo::engine::Compression>(c.compression);
@@ -69,6 +90,9 @@ kolo::engine::OpOptions convert(const kolo_options* o) {
 }
 
 kolo::DType dtype_of(kolo_dtype d) {
+  const int value = static_cast<int>(d);
+  if (value < 0 || value >= kolo::kNumDTypes)
+    invalid("dtype " + std::to_string(value) + " is not a kolo_dtype (KOLO_FLOAT32 .. KOLO_UINT8)");
   return static_cast<kolo::DType>(d);
 }
 
@@ -90,10 +114,23 @@ kolo_status submit(kolo_handle** out, Fn make) {
 }
 
 kolo::engine::TensorView view(const void* data, kolo_dtype dtype, int ndim, const int64_t* shape) {
-  return {const_cast<void*>(data), dtype_of(dtype), std::vector<int64_t>(shape, shape + ndim)};
+  if (ndim < 0 || ndim > 32) invalid("ndim " + std::to_string(ndim) + " is not in [0, 32]");
+  if (shape == nullptr && ndim > 0)
+    invalid("the shape pointer is null (ndim " + std::to_string(ndim) + ")");
+  std::vector<int64_t> dims(shape, shape + ndim);
+  for (int64_t d : dims)
+    if (d < 0) invalid("shape dimension " + std::to_string(d) + " is negative");
+  return {const_cast<void*>(data), dtype_of(dtype), std::move(dims)};
+}
+
+// A 1-D count: negative counts are refused (they used to become huge sizes).
+kolo::engine::TensorView view1(const void* data, kolo_dtype dtype, int64_t count) {
+  if (count < 0) invalid("count " + std::to_string(count) + " is negative");
+  return view(data, dtype, 1, &count);
 }
 
 int topology(int (kolo::Communicator::*get)() const) {
+  std::lock_guard<std::mutex> lock(g_mutex);
   return g_comm ? ((*g_comm).*get)() : -1;
 }
 
@@ -110,7 +147,7 @@ kolo_status kolo_init(void) {
   if (g_engine) return KOLO_OK;
   return guarded([] {
     g_comm = kolo::Communicator::init();
-    g_engine = std::make_unique<kolo::engine::Engine>(g_comm);
+    g_engine = std::make_shared<kolo::engine::Engine>(g_comm);
   });
 }
 
@@ -148,8 +185,8 @@ kolo_status kolo_allreduce_async(const char* name, const void* input, void* outp
                                  kolo_dtype dtype, const kolo_options* options,
                                  kolo_handle** handle) {
   return submit(handle, [&] {
-    return engine().allreduce(name, view(input, dtype, 1, &count), view(output, dtype, 1, &count),
-                              convert(options));
+    return engine()->allreduce(checked_name(name), view1(input, dtype, count),
+                               view1(output, dtype, count), convert(options));
   });
 }
 
@@ -157,7 +194,8 @@ kolo_status kolo_allgather_async(const char* name, const void* input, int ndim,
                                  const int64_t* shape, kolo_dtype dtype,
                                  const kolo_options* options, kolo_handle** handle) {
   return submit(handle, [&] {
-    return engine().allgather(name, view(input, dtype, ndim, shape), convert(options));
+    return engine()->allgather(checked_name(name), view(input, dtype, ndim, shape),
+                               convert(options));
   });
 }
 
@@ -165,7 +203,7 @@ kolo_status kolo_broadcast_async(const char* name, void* data, int64_t count, ko
                                  const kolo_options* options, kolo_handle** handle) {
   return submit(handle, [&] {
     auto o = convert(options);
-    return engine().broadcast(name, view(data, dtype, 1, &count), o.root, o);
+    return engine()->broadcast(checked_name(name), view1(data, dtype, count), o.root, o);
   });
 }
 
@@ -174,8 +212,9 @@ kolo_status kolo_alltoall_async(const char* name, const void* input, int ndim, c
                                 const kolo_options* options, kolo_handle** handle) {
   return submit(handle, [&] {
     auto o = convert(options);
-    if (splits) o.splits.assign(splits, splits + engine().communicator().size());
-    return engine().alltoall(name, view(input, dtype, ndim, shape), o);
+    auto e = engine();
+    if (splits) o.splits.assign(splits, splits + e->communicator().size());
+    return e->alltoall(checked_name(name), view(input, dtype, ndim, shape), o);
   });
 }
 
@@ -183,16 +222,17 @@ kolo_status kolo_reducescatter_async(const char* name, const void* input, int nd
                                      const int64_t* shape, kolo_dtype dtype,
                                      const kolo_options* options, kolo_handle** handle) {
   return submit(handle, [&] {
-    return engine().reduce_scatter(name, view(input, dtype, ndim, shape), convert(options));
+    return engine()->reduce_scatter(checked_name(name), view(input, dtype, ndim, shape),
+                                    convert(options));
   });
 }
 
 kolo_status kolo_barrier_async(const kolo_options* options, kolo_handle** handle) {
-  return submit(handle, [&] { return engine().barrier(convert(options)); });
+  return submit(handle, [&] { return engine()->barrier(convert(options)); });
 }
 
 kolo_status kolo_join_async(const kolo_options* options, kolo_handle** handle) {
-  return submit(handle, [&] { return engine().join(convert(options)); });
+  return submit(handle, [&] { return engine()->join(convert(options)); });
 }
 
 kolo_status kolo_wait(kolo_handle* handle, double timeout_seconds) {
@@ -217,6 +257,9 @@ const char* kolo_handle_error(kolo_handle* handle) {
 
 kolo_status kolo_handle_output(kolo_handle* handle, const void** data, size_t* bytes) {
   if (!handle || !data || !bytes) return KOLO_ERR_INVALID_ARGUMENT;
+  // The output exists only once the op has finished, and only if it succeeded.
+  const kolo_status done = kolo_poll(handle);
+  if (done != KOLO_OK) return done;
   const auto& out = handle->handle.output();
   *data = out.data();
   *bytes = out.size();
@@ -232,36 +275,44 @@ void kolo_handle_free(kolo_handle* handle) {
 }
 
 kolo_status kolo_add_process_set(const int* ranks, int count, int* process_set) {
-  return guarded(
-      [&] { *process_set = engine().add_process_set(std::vector<int>(ranks, ranks + count)); });
+  return guarded([&] {
+    if (process_set == nullptr) invalid("the process_set pointer is null");
+    if (count < 0 || (ranks == nullptr && count > 0))
+      invalid("ranks: " + std::to_string(count) + " ranks from a " + (ranks ? "valid" : "null") +
+              " pointer");
+    *process_set = engine()->add_process_set(std::vector<int>(ranks, ranks + count));
+  });
 }
 
 kolo_status kolo_timeline_start(const char* path) {
-  return guarded([&] { engine().start_timeline(path); });
+  return guarded([&] {
+    if (path == nullptr) invalid("the timeline path is null");
+    engine()->start_timeline(path);
+  });
 }
 
 kolo_status kolo_timeline_stop(void) {
-  return guarded([] { engine().stop_timeline(); });
+  return guarded([] { engine()->stop_timeline(); });
 }
 
 kolo_status kolo_comm_allreduce(const void* send, void* recv, size_t count, kolo_dtype dtype,
                                 kolo_op op) {
   return guarded([&] {
-    engine().communicator().allreduce(send, recv, count, dtype_of(dtype),
-                                      static_cast<kolo::ReduceOp>(op));
+    engine()->communicator().allreduce(send, recv, count, dtype_of(dtype),
+                                       op_of(static_cast<int>(op)));
   });
 }
 
 kolo_status kolo_comm_allgather(const void* send, void* recv, size_t count, kolo_dtype dtype) {
-  return guarded([&] { engine().communicator().allgather(send, recv, count, dtype_of(dtype)); });
+  return guarded([&] { engine()->communicator().allgather(send, recv, count, dtype_of(dtype)); });
 }
 
 kolo_status kolo_comm_broadcast(void* data, size_t count, kolo_dtype dtype, int root) {
-  return guarded([&] { engine().communicator().broadcast(data, count, dtype_of(dtype), root); });
+  return guarded([&] { engine()->communicator().broadcast(data, count, dtype_of(dtype), root); });
 }
 
 kolo_status kolo_comm_barrier(void) {
-  return guarded([] { engine().communicator().barrier(); });
+  return guarded([] { engine()->communicator().barrier(); });
 }
 
 }  // extern "C"

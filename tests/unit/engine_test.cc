@@ -168,6 +168,41 @@ TEST(Engine, MismatchesFailOnEveryRankAndTheEngineCarriesOn) {
   });
 }
 
+TEST(Engine, BadArgumentsAreRefusedAtSubmissionAndTheEngineCarriesOn) {
+  // Found by the hardening issue: an invalid dtype, op or root reached the engine thread and
+  // ended it for good; a huge count wrapped the byte count; negative splits passed.
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), quick_options());
+    std::vector<float> f(4, 1.0f);
+    auto refused = [](auto&& call, const char* fragment) {
+      try {
+        call();
+        ADD_FAILURE() << "expected an error containing " << fragment;
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+      }
+    };
+    TensorView bad_dtype{f.data(), static_cast<DType>(42), {4}};
+    refused([&] { eng.allreduce("d", bad_dtype, bad_dtype); }, "dtype 42");
+    TensorView fv{f.data(), DType::kFloat32, {4}};
+    OpOptions bad_op;
+    bad_op.op = static_cast<ReduceOp>(9);
+    refused([&] { eng.allreduce("o", fv, fv, bad_op); }, "reduce op 9");
+    refused([&] { eng.broadcast("r", fv, 5); }, "root 5");
+    TensorView huge{f.data(), DType::kFloat32, {int64_t{1} << 40, int64_t{1} << 30}};
+    refused([&] { eng.allreduce("h", huge, huge); }, "too many elements");
+    TensorView negative{f.data(), DType::kFloat32, {-4}};
+    refused([&] { eng.allgather("n", negative); }, "negative dimension");
+    OpOptions splits;
+    splits.splits = {-1, 5};
+    refused([&] { eng.alltoall("s", fv, splits); }, "split -1");
+    eng.allreduce("after", fv, fv).check();
+    EXPECT_EQ(f[0], 2.0f);
+    return 0;
+  });
+}
+
 TEST(Engine, StallShutdownNamesTheMissingRank) {
   run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
     EngineOptions o = quick_options();

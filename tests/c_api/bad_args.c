@@ -1,0 +1,95 @@
+/* Bad arguments at the C API's door (found by the hardening issue), under kolorun -np 2: each
+ * call returns KOLO_ERR_INVALID_ARGUMENT with a message naming the problem (before: a huge
+ * memmove, a heap overflow, a SIGSEGV, KOLO_ERR_INTERNAL, or an engine thread gone for good),
+ * kolo_handle_output refuses an op that has not finished, and afterwards the engine still
+ * reduces correctly. Exits 1 when any check fails. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bindings/c/kolo.h"
+
+static int failures = 0;
+
+static void expect_invalid(kolo_status s, const char* what, const char* fragment) {
+  const int ok = s == KOLO_ERR_INVALID_ARGUMENT && strstr(kolo_last_error(), fragment) != NULL;
+  if (!ok) failures++;
+  printf("bad_args: %s %s: status %d, \"%s\"\n", ok ? "PASS" : "FAIL", what, (int)s,
+         kolo_last_error());
+}
+
+int main(void) {
+  if (kolo_init() != KOLO_OK) {
+    fprintf(stderr, "bad_args: kolo_init: %s\n", kolo_last_error());
+    return 1;
+  }
+  const int rank = kolo_rank();
+  float data[8] = {0};
+  kolo_handle* h = NULL;
+  kolo_options o = kolo_default_options();
+
+  expect_invalid(kolo_allreduce_async("neg", data, data, -5, KOLO_FLOAT32, NULL, &h),
+                 "negative count", "negative");
+  o.prescale = 2.0;
+  expect_invalid(kolo_allreduce_async("huge", data, data, (int64_t)1 << 62, KOLO_FLOAT32, &o, &h),
+                 "count 2^62 with a prescale", "too many elements");
+  o = kolo_default_options();
+  expect_invalid(kolo_allreduce_async("dt", data, data, 8, (kolo_dtype)42, NULL, &h),
+                 "dtype 42", "not a kolo_dtype");
+  expect_invalid(kolo_allreduce_async("dt2", data, data, 8, (kolo_dtype)-1, NULL, &h),
+                 "dtype -1", "not a kolo_dtype");
+  o.op = (kolo_op)99;
+  expect_invalid(kolo_allreduce_async("op", data, data, 8, KOLO_FLOAT32, &o, &h), "op 99",
+                 "not a kolo_op");
+  expect_invalid(kolo_comm_allreduce(data, data, 8, KOLO_FLOAT32, (kolo_op)99),
+                 "direct allreduce with op 99", "not a kolo_op");
+  o = kolo_default_options();
+  o.root = 7;
+  expect_invalid(kolo_broadcast_async("root", data, 8, KOLO_FLOAT32, &o, &h), "root 7",
+                 "root 7");
+  o = kolo_default_options();
+  o.prescale = NAN;
+  expect_invalid(kolo_allreduce_async("nan", data, data, 8, KOLO_FLOAT32, &o, &h), "NaN prescale",
+                 "finite");
+  expect_invalid(kolo_allreduce_async(NULL, data, data, 8, KOLO_FLOAT32, NULL, &h), "null name",
+                 "name is null");
+  expect_invalid(kolo_allgather_async("shape", data, 2, NULL, KOLO_FLOAT32, NULL, &h),
+                 "null shape", "shape pointer is null");
+  const int64_t rows[2] = {2, 1};
+  const int64_t splits[2] = {-1, 3};
+  expect_invalid(kolo_alltoall_async("splits", data, 2, rows, splits, KOLO_FLOAT32, NULL, &h),
+                 "negative splits", "split -1");
+  int set = 0;
+  expect_invalid(kolo_add_process_set(NULL, 2, &set), "null ranks", "null pointer");
+  const int both[2] = {0, 1};
+  expect_invalid(kolo_add_process_set(both, 2, NULL), "null process_set", "process_set pointer");
+
+  /* An op rank 1 submits only after a barrier: on rank 0 it is pending meanwhile. */
+  float late[4] = {1, 2, 3, 4};
+  kolo_handle* pending = NULL;
+  if (rank == 0) {
+    kolo_allreduce_async("late", late, late, 4, KOLO_FLOAT32, NULL, &pending);
+    const void* out = NULL;
+    size_t bytes = 0;
+    const kolo_status s = kolo_handle_output(pending, &out, &bytes);
+    if (s != KOLO_PENDING) failures++;
+    printf("bad_args: %s output of an unfinished op: status %d\n",
+           s == KOLO_PENDING ? "PASS" : "FAIL", (int)s);
+  }
+  kolo_comm_barrier();
+  if (rank != 0) kolo_allreduce_async("late", late, late, 4, KOLO_FLOAT32, NULL, &pending);
+  if (kolo_wait(pending, 60) != KOLO_OK || late[3] != 4.0f * (float)kolo_size()) failures++;
+  kolo_handle_free(pending);
+
+  /* The engine still works. */
+  float x[3] = {1.0f + (float)rank, 2, 3};
+  kolo_handle* good = NULL;
+  const int ok = kolo_allreduce_async("good", x, x, 3, KOLO_FLOAT32, NULL, &good) == KOLO_OK &&
+                 kolo_wait(good, 60) == KOLO_OK && x[0] == 3.0f && x[2] == 6.0f;
+  kolo_handle_free(good);
+  if (!ok) failures++;
+  printf("bad_args: %s the engine reduces correctly afterwards\n", ok ? "PASS" : "FAIL");
+  kolo_shutdown();
+  printf("bad_args: rank %d, %d failure(s)\n", rank, failures);
+  return failures == 0 ? 0 : 1;
+}
