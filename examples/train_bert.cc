@@ -9,7 +9,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -433,20 +432,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", args.threads,
                  "OpenBLAS threads per rank (default: cores / ranks on this host, at least 1)");
   CLI11_PARSE(app, argc, argv);
-  try {
-    // Rank and size from the launcher (mpirun, kolorun, torchrun-style variables, Slurm); a
-    // plain start is a job of one.
-    return run(Job::from_launcher(), args);
-  } catch (const kolo::Error& e) {
-    std::fprintf(stderr, "train_bert: %s\n", e.what());
-    return 1;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr,
-                 "train_bert: out of memory (a model, batch or sequence too large for this "
-                 "host?)\n");
-    return 1;
-  } catch (const std::exception& e) {  // a JSON type error from --set, a file system error
-    std::fprintf(stderr, "train_bert: %s\n", e.what());
-    return 1;
-  }
+  // Rank and size from the launcher (mpirun, kolorun, torchrun-style variables, Slurm); a
+  // plain start is a job of one.
+  return kt::run_program("train_bert", [&] { return run(Job::from_launcher(), args); });
 }

@@ -5,7 +5,6 @@
 //       mnist.json] [--set key=value ...] [--save FILE] [--threads N]
 #include <chrono>
 #include <cstdio>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -161,18 +160,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", args.threads,
                  "OpenBLAS threads per rank (default: cores / ranks on this host, at least 1)");
   CLI11_PARSE(app, argc, argv);
-  try {
-    return run(Job::from_launcher(), args);
-  } catch (const kolo::Error& e) {
-    std::fprintf(stderr, "train_mnist: %s\n", e.what());
-    return 1;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr,
-                 "train_mnist: out of memory (a model, batch or sequence too large for this "
-                 "host?)\n");
-    return 1;
-  } catch (const std::exception& e) {  // a JSON type error from --set, a file system error
-    std::fprintf(stderr, "train_mnist: %s\n", e.what());
-    return 1;
-  }
+  // Rank and size from the launcher (mpirun, kolorun, torchrun-style variables, Slurm); a
+  // plain start is a job of one.
+  return kt::run_program("train_mnist", [&] { return run(Job::from_launcher(), args); });
 }

@@ -1,7 +1,9 @@
-// Job: sums over ranks and the default thread count.
+// Job: sums over ranks, the default thread count, and the programs' exception guard.
 #include "trainer/dist/job.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <new>
 #include <thread>
 
 #include "comm/base/error.h"
@@ -35,6 +37,19 @@ std::vector<double> Job::sum(std::vector<double> values) const {
 int Job::default_threads() const {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::max(1, cores / std::max(1, comm->local_size()));
+}
+
+int run_program(const char* program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "%s: out of memory (a model, batch or sequence too large for this host?)\n",
+                 program);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+  }
+  return 1;
 }
 
 }  // namespace kolo::trainer

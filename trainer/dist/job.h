@@ -3,6 +3,7 @@
 // sums of scalars over the ranks, and the default thread count per rank.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -31,6 +32,11 @@ struct Job {
  private:
   int rank_ = 0, world_ = 1;
 };
+
+// A training program's main: runs `body`, and turns every exception (kolo::Error, out of
+// memory, a JSON type error, a file system error) into one line "<program>: ..." on stderr
+// and exit status 1.
+int run_program(const char* program, const std::function<int()>& body);
 
 // The same sum on any communicator (DataParallel's scalars use it too).
 std::vector<double> sum_over_ranks(Communicator& comm, std::vector<double> values);
