@@ -1,6 +1,8 @@
 // Store helpers, MemoryStore and PrefixStore.
 #include "comm/bootstrap/store.h"
 
+#include <charconv>
+
 #include "comm/base/error.h"
 
 namespace kolo::bootstrap {
@@ -31,13 +33,26 @@ std::string MemoryStore::get(const std::string& key, std::chrono::milliseconds t
   return values_[key];
 }
 
+int64_t add_to_counter(const std::string& key, const std::string* current, int64_t delta) {
+  int64_t value = 0;
+  if (current != nullptr) {
+    const char* end = current->data() + current->size();
+    const auto parsed = std::from_chars(current->data(), end, value);
+    KOLO_CHECK_ARG(parsed.ec == std::errc() && parsed.ptr == end && !current->empty(),
+                   "store: add on key '", key, "', whose value is not a 64-bit integer");
+  }
+  int64_t sum = 0;
+  KOLO_CHECK_ARG(!__builtin_add_overflow(value, delta, &sum), "store: add of ", delta, " to key '",
+                 key, "' (", value, ") overflows a 64-bit integer");
+  return sum;
+}
+
 int64_t MemoryStore::add(const std::string& key, int64_t delta) {
   int64_t result;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = values_.find(key);
-    int64_t current = it == values_.end() ? 0 : std::stoll(it->second);
-    result = current + delta;
+    result = add_to_counter(key, it == values_.end() ? nullptr : &it->second, delta);
     values_[key] = std::to_string(result);
   }
   changed_.notify_all();

@@ -74,4 +74,9 @@ std::vector<std::string> store_allgather(Store& store, const std::string& name, 
                                          const std::string& value,
                                          std::chrono::milliseconds timeout);
 
+// The value of an add(): `current` (a key's value, empty when absent) plus delta. Refuses
+// (kInvalidArgument, naming the key) a value that is not a 64-bit integer and a sum that
+// overflows, instead of throwing std::invalid_argument out of a server loop.
+int64_t add_to_counter(const std::string& key, const std::string* current, int64_t delta);
+
 }  // namespace kolo::bootstrap

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -21,6 +22,9 @@ constexpr size_t kHeaderBytes = 1 + 4 + 8;
 constexpr uint32_t kMaxKey = 4096;
 constexpr uint64_t kMaxValue = 64ull << 20;
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+// Connections still in the handshake at once; a new one beyond this evicts the oldest, so idle
+// strangers cannot use up the descriptors or keep a rank out.
+constexpr size_t kMaxPending = 64;
 
 std::string encode_response(const std::string& value) {
   std::string out(1 + 8, '\0');
@@ -96,7 +100,13 @@ bool handle_requests(Connection& c, int fd, std::map<std::string, std::string>& 
       }
       std::memcpy(&delta, value.data(), 8);
       auto it = values.find(key);
-      int64_t now = (it == values.end() ? 0 : std::stoll(it->second)) + delta;
+      int64_t now = 0;
+      try {
+        now = add_to_counter(key, it == values.end() ? nullptr : &it->second, delta);
+      } catch (const Error& e) {
+        why = e.what();  // the connection closes; the server and its other clients go on
+        return false;
+      }
       values[key] = std::to_string(now);
       c.out += encode_response(std::string(reinterpret_cast<char*>(&now), 8));
     } else if (values.count(key)) {
@@ -118,10 +128,28 @@ void TcpStoreServer::serve() {
       fds.push_back({fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
     if (::poll(fds.data(), fds.size(), 100) < 0 && errno != EINTR) break;
 
+    // Closed after this round's poll results are handled (their fd numbers stay unused until then).
+    std::vector<int> evicted;
     if (fds[0].revents & POLLIN) {
       while (true) {
-        net::Socket sock = listener_.accept(net::Clock::now());
+        net::Socket sock;
+        try {
+          sock = listener_.accept(net::Clock::now());
+        } catch (const std::exception& e) {  // EMFILE and the like: try again on the next poll
+          KOLO_LOG(kWarning, "store: accept failed: ", e.what());
+          break;
+        }
         if (!sock.valid()) break;
+        size_t pending = 0;
+        int oldest = -1;
+        for (auto& [other, c] : s.conns) {
+          if (c.authenticated || std::find(evicted.begin(), evicted.end(), other) != evicted.end())
+            continue;
+          ++pending;
+          if (oldest < 0 || c.handshake_deadline < s.conns[oldest].handshake_deadline)
+            oldest = other;
+        }
+        if (pending >= kMaxPending && oldest >= 0) evicted.push_back(oldest);
         int fd = sock.fd();
         Connection c;
         c.peer = sock.peer_name();
@@ -180,6 +208,10 @@ void TcpStoreServer::serve() {
         }
       }
     }
+    for (int fd : evicted)
+      if (std::find_if(to_close.begin(), to_close.end(),
+                       [fd](const auto& entry) { return entry.first == fd; }) == to_close.end())
+        to_close.push_back({fd, "too many connections waiting for the handshake"});
     for (auto& [fd, why] : to_close) {
       if (why.empty())
         s.conns.erase(fd);

@@ -1,7 +1,11 @@
 // Bootstrap pieces: environment parsing, launcher detection, the stores, the handshake and
 // host topology.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <map>
 #include <optional>
@@ -191,6 +195,49 @@ TEST(Store, TcpStoreAcrossClients) {
   bootstrap::TcpStore a("127.0.0.1", server.port(), 0, 5s);
   bootstrap::TcpStore b("127.0.0.1", server.port(), 1, 5s);
   exercise_store(a, b);
+}
+
+TEST(Store, BadAddsCloseOnlyTheirConnection) {
+  // Found by the hardening issue: add on a non-number (std::stoll) ended the server thread,
+  // and with it rank 0; + delta could overflow.
+  bootstrap::TcpStoreServer server("127.0.0.1", 0);
+  bootstrap::TcpStore a("127.0.0.1", server.port(), 0, 5s);
+  a.set("word", "abc");
+  a.set("big", "9223372036854775807");
+  {
+    bootstrap::TcpStore b("127.0.0.1", server.port(), 1, 2s);
+    EXPECT_THROW(b.add("word", 1), Error);
+  }
+  {
+    bootstrap::TcpStore c("127.0.0.1", server.port(), 2, 2s);
+    EXPECT_THROW(c.add("big", 1), Error);
+  }
+  EXPECT_EQ(a.get("word", 1s), "abc");
+  EXPECT_EQ(a.add("n", 5), 5);
+  bootstrap::MemoryStore memory;
+  memory.set("word", "abc");
+  EXPECT_THROW(memory.add("word", 1), Error);
+}
+
+TEST(Store, IdleStrangersCannotKeepAClientOut) {
+  // 100 connections that never send the handshake (more than the server keeps waiting), then
+  // a real client: the oldest strangers are evicted and the client is served.
+  bootstrap::TcpStoreServer server("127.0.0.1", 0);
+  std::vector<int> strangers;
+  for (int i = 0; i < 100; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(server.port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    strangers.push_back(fd);
+  }
+  std::this_thread::sleep_for(200ms);  // the server accepts them all
+  bootstrap::TcpStore client("127.0.0.1", server.port(), 0, 5s);
+  client.set("k", "v");
+  EXPECT_EQ(client.get("k", 1s), "v");
+  for (int fd : strangers) ::close(fd);
 }
 
 TEST(Store, BarrierAndAllgather) {
