@@ -44,6 +44,8 @@ class Engine::Impl {
   EngineStats stats() const { return stats_.snapshot(); }
 
  private:
+  // Settings every rank must share, compared at construction (kMismatch naming both values).
+  void check_settings_agree();
   void loop();
   // Moves the queue into the process sets; false when the loop should stop.
   void take_queue(std::unique_lock<std::mutex>& lock);
