@@ -2,7 +2,9 @@
  * Communicator collectives, for frameworks written in C or binding through a C FFI.
  *
  * Every call returns a kolo_status; KOLO_OK is 0. When a call fails, kolo_last_error() gives
- * the message on the calling thread. Handles must be released with kolo_handle_free().
+ * the message on the calling thread. Every argument is checked at the door (counts, shapes,
+ * splits, dtypes, ops, roots, process sets, NULL pointers, byte-size overflow): a bad one
+ * returns KOLO_ERR_INVALID_ARGUMENT naming it, and the engine keeps working. Handles must be released with kolo_handle_free().
  * Start the processes with kolorun, mpirun, torchrun-style or Slurm variables (see
  * docs/configuration.md), call kolo_init() on every rank, and kolo_shutdown() at the end. */
 #ifndef KOLO_C_API_H
@@ -99,6 +101,8 @@ kolo_status kolo_join_async(const kolo_options* options, kolo_handle** handle);
 kolo_status kolo_wait(kolo_handle* handle, double timeout_seconds);
 kolo_status kolo_poll(kolo_handle* handle);
 const char* kolo_handle_error(kolo_handle* handle);
+/* The result of a finished, successful op (allgather, alltoall, reducescatter): KOLO_PENDING
+ * while it runs, the op's error status if it failed. */
 kolo_status kolo_handle_output(kolo_handle* handle, const void** data, size_t* bytes);
 int64_t kolo_handle_value(kolo_handle* handle);
 void kolo_handle_free(kolo_handle* handle);
