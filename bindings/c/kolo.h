@@ -4,9 +4,10 @@
  * Every call returns a kolo_status; KOLO_OK is 0. When a call fails, kolo_last_error() gives
  * the message on the calling thread. Every argument is checked at the door (counts, shapes,
  * splits, dtypes, ops, roots, process sets, NULL pointers, byte-size overflow): a bad one
- * returns KOLO_ERR_INVALID_ARGUMENT naming it, and the engine keeps working. Handles must be released with kolo_handle_free().
- * Start the processes with kolorun, mpirun, torchrun-style or Slurm variables (see
- * docs/configuration.md), call kolo_init() on every rank, and kolo_shutdown() at the end. */
+ * returns KOLO_ERR_INVALID_ARGUMENT naming it, and the engine keeps working. Handles must be
+ * released with kolo_handle_free(). Start the processes with kolorun, mpirun, torchrun-style or
+ * Slurm variables (see docs/configuration.md), call kolo_init() on every rank, and kolo_shutdown()
+ * at the end. */
 #ifndef KOLO_C_API_H
 #define KOLO_C_API_H
 
