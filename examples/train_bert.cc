@@ -201,8 +201,7 @@ int64_t train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
   kt::ProgressPrinter progress(kt::ProgressOptions{job.lead() ? stdout : nullptr});
   if (job.lead()) std::printf("%s: %s\n", name.c_str(), parallel.describe().c_str());
   const size_t state_bytes = step.model_state_bytes();
-  const size_t formula =
-      kt::zero_formula_bytes(model.num_params(), model.dtype(), config, job.world());
+  const size_t formula = step.formula_bytes();
   if (job.lead())
     std::printf(
         "%s: %zu sequences, %lld steps of %lld sequences (%d ranks x %lld x %lld "

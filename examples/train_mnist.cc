@@ -84,8 +84,7 @@ int run(Job job, const Args& args) {
   kt::DataParallel parallel(job.comm, model, config.zero, accumulation);
   kt::TrainStep step(model, config, total, &parallel);
   const size_t state_bytes = step.model_state_bytes();
-  const size_t formula =
-      kt::zero_formula_bytes(model.num_params(), model.dtype(), config, job.world());
+  const size_t formula = step.formula_bytes();
   if (job.lead())
     std::printf(
         "train_mnist: MLP %s, %zu parameters, %s, %zu train / %zu test images, %lld "

@@ -14,6 +14,7 @@
 
 #include "comm/base/log.h"
 #include "comm/base/text.h"
+#include "comm/bootstrap/store.h"
 #include "fusion/engine_impl.h"
 
 namespace kolo::engine {
@@ -34,37 +35,20 @@ Engine::Impl::Impl(std::shared_ptr<Communicator> comm, EngineOptions opts)
   thread_ = std::thread([this] { loop(); });
 }
 
-namespace {
-
-// Every rank fails the same way; rank 0 (which holds the rendezvous store) lingers a moment
-// first, so that a rank still receiving does not report a lost peer instead. Returns true.
-bool linger_before_failing_on(int rank) {
-  if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  return true;
-}
-
-}  // namespace
-
 void Engine::Impl::check_settings_agree() {
-  auto linger_before_failing = [this] { return linger_before_failing_on(world_->rank()); };
   // Ranks that fuse or cache differently would disagree on what a response means.
-  struct Setting {
-    const char* name;
-    int64_t value;
-  };
-  const Setting settings[] = {
+  const std::pair<const char*, int64_t> settings[] = {
       {"KOLO_FUSION_THRESHOLD", static_cast<int64_t>(options_.fusion_threshold)},
       {"KOLO_CACHE_CAPACITY", static_cast<int64_t>(options_.cache_capacity)}};
   const size_t n = std::size(settings), world = static_cast<size_t>(world_->size());
   std::vector<int64_t> mine, all(n * world);
-  for (const Setting& s : settings) mine.push_back(s.value);
+  for (const auto& setting : settings) mine.push_back(setting.second);
   world_->allgather(mine.data(), all.data(), n, DType::kInt64);
-  for (size_t r = 0; r < world; ++r)
-    for (size_t i = 0; i < n; ++i)
-      if (all[r * n + i] != all[i] && linger_before_failing())
-        KOLO_THROW(ErrorCode::kMismatch, settings[i].name, " differs between ranks: rank 0 uses ",
-                   all[i], ", rank ", r, " uses ", all[r * n + i],
-                   " (every rank must use the same value)");
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<std::string> per_rank;
+    for (size_t r = 0; r < world; ++r) per_rank.push_back(std::to_string(all[r * n + i]));
+    bootstrap::require_same_on_every_rank(settings[i].first, per_rank, world_->rank());
+  }
 }
 
 Engine::Impl::~Impl() {

@@ -2,6 +2,7 @@
 #include "comm/bootstrap/store.h"
 
 #include <charconv>
+#include <thread>
 
 #include "comm/base/error.h"
 
@@ -91,6 +92,18 @@ std::vector<std::string> store_allgather(Store& store, const std::string& name, 
         store.get(name + "/" + std::to_string(r), std::max(left, std::chrono::milliseconds(0)));
   }
   return values;
+}
+
+void require_same_on_every_rank(const std::string& setting,
+                                const std::vector<std::string>& per_rank, int rank,
+                                const std::string& unit) {
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    if (per_rank[r] == per_rank[0]) continue;
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    KOLO_THROW(ErrorCode::kMismatch, setting, " differs between ranks: rank 0 uses ", per_rank[0],
+               unit, ", rank ", r, " uses ", per_rank[r], unit,
+               " (every rank must use the same value)");
+  }
 }
 
 }  // namespace kolo::bootstrap

@@ -79,4 +79,14 @@ std::vector<std::string> store_allgather(Store& store, const std::string& name, 
 // overflows, instead of throwing std::invalid_argument out of a server loop.
 int64_t add_to_counter(const std::string& key, const std::string* current, int64_t delta);
 
+// A setting every rank must share, as each rank reported it (per_rank[r], e.g. gathered through
+// the store): throws kMismatch "<setting> differs between ranks: rank 0 uses A, rank r uses
+// B" on every rank when they differ. Rank 0, which holds the rendezvous store, lingers half a
+// second before throwing, so that a rank still reading does not lose the store and report a
+// lost peer instead of the mismatch.
+// `unit` follows each value in the message (" bytes").
+void require_same_on_every_rank(const std::string& setting,
+                                const std::vector<std::string>& per_rank, int rank,
+                                const std::string& unit = "");
+
 }  // namespace kolo::bootstrap

@@ -1,9 +1,12 @@
-// Closed-form checks of comm/reduce/reduce.h's finish_average (the conversions' closed forms
-// are in convert_test.cc).
+// comm/reduce/reduce.h's finish_average: closed-form checks, and every vector ISA against the
+// scalar reference bit for bit (the conversions' closed forms are in convert_test.cc).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
+#include <string>
 
 #include "comm/reduce/reduce.h"
 #include "tests/unit/reduce_bytes.h"
@@ -44,6 +47,45 @@ TEST(ReduceFinishAverage, FloatsDivideAndRound) {
   Bytes bf16 = pack<uint16_t>({0x3F80, 0x4040});
   finish_average(bf16.data(), 2, DType::kBFloat16, 3);
   EXPECT_EQ(bf16, pack<uint16_t>({0x3EAB, 0x3F80}));  // 1/3 rounds up; 3/3 exact
+}
+
+TEST(ReduceFinishAverage, EveryIsaMatchesScalar) {
+  // Every fp16 / bf16 pattern, and random fp32 / fp64 values with infinities, NaN and
+  // subnormals, at divisors that are and are not powers of two, at counts that leave a scalar
+  // tail. The ISAs up to the CPU's best.
+  const Isa before = active_isa();
+  std::mt19937_64 rng(77);
+  std::uniform_real_distribution<double> value(-1e6, 1e6);
+  const double specials[] = {std::numeric_limits<double>::infinity(), -0.0,
+                             std::numeric_limits<double>::quiet_NaN(), 1e-310, 3.0};
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
+    const bool half = dtype_size(dtype) == 2;
+    const size_t count = half ? 65536 + 13 : 4099;
+    Bytes input(count * dtype_size(dtype));
+    for (size_t i = 0; i < count; ++i) {
+      const double x = i % 97 < 5 ? specials[i % 97] : value(rng);
+      if (half)
+        write(input, i, static_cast<uint16_t>(i));
+      else if (dtype == DType::kFloat32)
+        write(input, i, static_cast<float>(x));
+      else
+        write(input, i, x);
+    }
+    for (int divisor : {1, 2, 3, 7, 8}) {
+      Bytes expected = input;
+      set_active_isa(Isa::kScalar);
+      finish_average(expected.data(), count, dtype, divisor);
+      for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+        if (static_cast<int>(isa) > static_cast<int>(best_isa())) continue;
+        Bytes actual = input;
+        set_active_isa(isa);
+        finish_average(actual.data(), count, dtype, divisor);
+        EXPECT_TRUE(actual == expected)
+            << isa_name(isa) << " " << dtype_name(dtype) << " / " << divisor;
+      }
+    }
+  }
+  set_active_isa(before);
 }
 
 }  // namespace

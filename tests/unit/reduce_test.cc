@@ -319,33 +319,6 @@ TEST(ReduceKernels, EveryHalfAndBFloat16PatternMatchesScalar) {
   }
 }
 
-TEST(ReduceKernels, FinishAverageEveryIsaMatchesScalar) {
-  // Every fp16 / bf16 pattern, and random fp32 / fp64 values with specials, at divisors that
-  // are and are not powers of two, at a count that leaves a scalar tail.
-  const Isa before = active_isa();
-  for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
-    const bool half = dtype_size(dtype) == 2;
-    const size_t count = half ? 65536 + 13 : 4099;
-    Bytes input = half ? Bytes(count * 2) : Generator(77).make(dtype, count, true);
-    if (half)
-      for (size_t i = 0; i < count; ++i) write(input, i, static_cast<uint16_t>(i));
-    for (int divisor : {1, 2, 3, 7, 8}) {
-      Bytes expected = input;
-      set_active_isa(Isa::kScalar);
-      finish_average(expected.data(), count, dtype, divisor);
-      for (Isa isa : supported_isas()) {
-        SCOPED_TRACE(std::string(isa_name(isa)) + " " + dtype_name(dtype) + " / " +
-                     std::to_string(divisor));
-        Bytes actual = input;
-        set_active_isa(isa);
-        finish_average(actual.data(), count, dtype, divisor);
-        expect_same(dtype, input, input, expected, actual);
-      }
-    }
-  }
-  set_active_isa(before);
-}
-
 TEST(ReduceKernels, AliasingDstWithAOrB) {
   for (Isa isa : supported_isas()) {
     for (DType dtype : kDTypes) {

@@ -3,7 +3,6 @@
 #include "trainer/checkpoint/checkpoint.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,7 +14,9 @@
 
 #include "comm/base/error.h"
 #include "trainer/dist/partition.h"
+#include "trainer/io/atomic_file.h"
 #include "trainer/io/safetensors.h"
+#include "trainer/io/sha256.h"
 
 // Like KOLO_CHECK_ARG with the error code given (kIo for files, kInvalidArgument for content).
 #define CHECK_OR_THROW(cond, code, ...)         \
@@ -50,41 +51,16 @@ std::string piece_name(const ParamInfo& p, const std::string& kind, size_t first
 
 // Every buffer a shard holds, by kind: the master weights and each optimizer state, all of
 // them this rank's range of the flat buffer.
-struct Buffer {
-  std::string kind;
-  float* data;
-};
-std::vector<Buffer> buffers(TrainStep& step) {
-  std::vector<Buffer> out = {{"master", step.master()}};
+std::vector<RangeOut> buffers(TrainStep& step) {
+  std::vector<RangeOut> out = {{"master", step.master()}};
   for (const OptimizerStateBuffer& s : step.optimizer().state())
     out.push_back({s.name, s.data->data()});
   return out;
 }
 
-void fsync_path(const std::string& path, bool directory) {
-  const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0) return;  // best effort, as for write_safetensors' directory
-  (void)::fsync(fd);
-  ::close(fd);
-}
-
-// Writes `text` to `path` atomically (temporary name, fsync, rename).
+// Writes `text` to `path` atomically.
 void write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) KOLO_THROW(ErrorCode::kIo, "write ", tmp, " failed (disk full?)");
-  }
-  fsync_path(tmp, false);
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp);
-    KOLO_THROW(ErrorCode::kIo, "rename ", tmp, " to ", path, ": ", ec.message());
-  }
-  fsync_path(fs::path(path).parent_path().string(), true);
+  write_file_atomically(path, [&](const Append& append) { append(text.data(), text.size()); });
 }
 
 // One flag per rank: true everywhere when every rank's `ok` is true.
@@ -116,16 +92,6 @@ nlohmann::json layout_json(const ParamLayout& layout) {
   return out;
 }
 
-std::string hex(const unsigned char* bytes, size_t n) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < n; ++i) {
-    out += digits[bytes[i] >> 4];
-    out += digits[bytes[i] & 15];
-  }
-  return out;
-}
-
 }  // namespace
 
 size_t folder_bytes(const std::string& folder) {
@@ -133,27 +99,6 @@ size_t folder_bytes(const std::string& folder) {
   for (const auto& entry : fs::directory_iterator(folder))
     if (entry.is_regular_file()) bytes += entry.file_size();
   return bytes;
-}
-
-std::string sha256_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) KOLO_THROW_ERRNO("open ", path);
-  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  bool ok = ctx != nullptr && EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) == 1;
-  std::vector<unsigned char> chunk(size_t{4} << 20);
-  for (ssize_t got = 0; ok && (got = ::read(fd, chunk.data(), chunk.size())) != 0;) {
-    if (got < 0) {
-      ok = false;
-      break;
-    }
-    ok = EVP_DigestUpdate(ctx.get(), chunk.data(), static_cast<size_t>(got)) == 1;
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  ok = ok && EVP_DigestFinal_ex(ctx.get(), digest, &length) == 1;
-  ::close(fd);
-  if (!ok) KOLO_THROW(ErrorCode::kIo, "SHA-256 of ", path, " failed");
-  return hex(digest, length);
 }
 
 std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& step,
@@ -178,11 +123,11 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
   CHECK_OR_THROW(held.begin <= mine.begin && mine.end <= held.end, ErrorCode::kInternal,
                  "checkpoint: rank ", rank, " holds [", held.begin, ", ", held.end,
                  ") but must write [", mine.begin, ", ", mine.end, ")");
-  const std::vector<Buffer> kinds = buffers(step);
+  const std::vector<RangeOut> kinds = buffers(step);
   std::vector<TensorRef> pieces;
   std::vector<std::string> names;
   names.reserve(layout.params().size() * kinds.size());
-  for (const Buffer& buffer : kinds) {
+  for (const RangeOut& buffer : kinds) {
     for (const ParamInfo& p : layout.params()) {
       const size_t lo = std::max(p.offset, mine.begin), hi = std::min(p.offset + p.numel, mine.end);
       if (lo >= hi) continue;
@@ -190,7 +135,7 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
       pieces.push_back({names.back(),
                         DType::kFloat32,
                         {static_cast<int64_t>(hi - lo)},
-                        buffer.data + (lo - held.begin)});
+                        buffer.out + (lo - held.begin)});
     }
   }
   // Every rank its shard; the last rank also the 16-bit model, at the same time (stage 3
@@ -201,11 +146,12 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
   std::string digest(128, '0');
   collectively(comm, "checkpoint " + final_dir + ": writing " + shard, [&] {
     const std::string path = (fs::path(tmp_dir) / shard).string();
-    write_safetensors(path, pieces, {{"format", kFormat}, {"rank", std::to_string(rank)}});
-    digest.replace(0, 64, sha256_file(path));
+    std::string sum;
+    write_safetensors(path, pieces, {{"format", kFormat}, {"rank", std::to_string(rank)}}, &sum);
+    digest.replace(0, 64, sum);
     if (rank != world - 1) return;
-    model.save(model_path, {{"format", "pt"}});
-    digest.replace(64, 64, sha256_file(model_path));
+    model.save(model_path, {{"format", "pt"}}, &sum);
+    digest.replace(64, 64, sum);
   });
   parallel.release_params();
   std::vector<char> digests(static_cast<size_t>(world) * 128);
@@ -229,7 +175,7 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
     }
     const DynamicLossScaler& scaler = step.scaler();
     nlohmann::json state_names = nlohmann::json::array();
-    for (const Buffer& b : kinds) state_names.push_back(b.kind);
+    for (const RangeOut& b : kinds) state_names.push_back(b.kind);
     const nlohmann::json index = {
         {"format", kFormat},
         {"format_version", kFormatVersion},
@@ -259,7 +205,7 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
     write_text_atomic((fs::path(tmp_dir) / "index.json").string(), index.dump(1));
     fs::remove_all(final_dir);  // an older save of the same step
     fs::rename(tmp_dir, final_dir);
-    fsync_path(dir, true);
+    sync_folder(dir);
     write_text_atomic((fs::path(dir) / "latest").string(), name + "\n");
     if (keep <= 0) return;
     std::vector<std::string> steps;
@@ -389,9 +335,9 @@ TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep
                    " in the checkpoint and ", p.name, " ", nlohmann::json(p.shape).dump(),
                    " in the model");
   }
-  const std::vector<Buffer> kinds = buffers(step);
+  const std::vector<RangeOut> kinds = buffers(step);
   nlohmann::json names = nlohmann::json::array();
-  for (const Buffer& b : kinds) names.push_back(b.kind);
+  for (const RangeOut& b : kinds) names.push_back(b.kind);
   CHECK_OR_THROW(index.at("buffers") == names, ErrorCode::kInvalidArgument, index_path,
                  ": optimizer ", index.at("optimizer").get<std::string>(), " with buffers ",
                  index.at("buffers").dump(), "; this run's optimizer ", step.optimizer().name(),
@@ -404,9 +350,7 @@ TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep
 
   // This rank's range of every buffer, from whichever shards hold it.
   const Partition& held = step.range();
-  std::vector<RangeOut> outs;
-  for (const Buffer& buffer : kinds) outs.push_back({buffer.kind, buffer.data});
-  read_checkpoint_range(folder, index, outs, held.begin, held.end);
+  read_checkpoint_range(folder, index, kinds, held.begin, held.end);
   step.optimizer().set_step_count(index.at("optimizer_step").get<int64_t>());
   const nlohmann::json& s = index.at("loss_scaler");
   step.mutable_scaler().restore(s.at("scale").get<float>(), s.at("clean_steps").get<int64_t>(),

@@ -70,7 +70,5 @@ void read_checkpoint_range(const std::string& folder, const nlohmann::json& inde
 nlohmann::json read_checkpoint_index(const std::string& folder);
 // Bytes of the regular files in a folder (a step folder's size).
 size_t folder_bytes(const std::string& folder);
-// SHA-256 of a file's bytes, as 64 lowercase hex digits (OpenSSL).
-std::string sha256_file(const std::string& path);
 
 }  // namespace kolo::trainer

@@ -180,20 +180,22 @@ void DataParallel::zero_grads() {
   std::fill(accumulator_.begin(), accumulator_.end(), 0.0f);
 }
 
-void DataParallel::gather_params() {
-  if (size() == 1 || stage_ == 0 || stage_ == 3) return;
+void DataParallel::allgather_params() {
+  // In place: every rank's block of the flat buffer to every rank.
   char* params = static_cast<char*>(model_.params());
   const size_t esize = dtype_size(model_.dtype());
   comm_->allgather(params + static_cast<size_t>(rank()) * partition_.block * esize, params,
                    partition_.block, model_.dtype());
 }
 
+void DataParallel::gather_params() {
+  if (size() == 1 || stage_ == 0 || stage_ == 3) return;
+  allgather_params();
+}
+
 void DataParallel::gather_all_params() {
   if (gatherer_ == nullptr || all_params_) return;
-  char* params = static_cast<char*>(model_.params());
-  const size_t esize = dtype_size(model_.dtype());
-  comm_->allgather(params + static_cast<size_t>(rank()) * partition_.block * esize, params,
-                   partition_.block, model_.dtype());
+  allgather_params();
   all_params_ = true;
 }
 

@@ -79,8 +79,7 @@ class DataParallel {
   void gather_all_params();
   void release_params();
 
-  // Stage 3: groups gathered, and how many of them a prefetch started.
-  size_t gathers() const { return gatherer_ != nullptr ? gatherer_->gathers() : 0; }
+  // Stage 3: how many gathers a prefetch started.
   size_t prefetched() const { return gatherer_ != nullptr ? gatherer_->prefetched() : 0; }
 
   // Agreement on scalars: every rank gets the same answer.
@@ -91,7 +90,7 @@ class DataParallel {
 
  private:
   void fold_into_accumulator();
-  bool sharded() const { return stage_ > 0 && size() > 1; }
+  void allgather_params();
 
   std::shared_ptr<Communicator> comm_;
   Model& model_;

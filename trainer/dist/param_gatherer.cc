@@ -59,7 +59,6 @@ void ParamGatherer::complete(Group& g) {
   std::memcpy(base + cut2 * esize, all.data() + (cut2 - g.begin) * esize, (g.end - cut2) * esize);
   g.handle = engine::Handle();  // frees the engine's copy of the group
   g.resident = true;
-  ++gathers_;
 }
 
 void ParamGatherer::release(const Group& g) {

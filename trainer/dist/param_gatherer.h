@@ -35,8 +35,7 @@ class ParamGatherer {
   void release_all();
   // Bytes this rank keeps resident between uses: its range and the persistent tensors.
   size_t resident_bytes() const;
-  // Groups gathered so far, and of those, how many a prefetch had started.
-  size_t gathers() const { return gathers_; }
+  // Gathers a prefetch started.
   size_t prefetched() const { return prefetched_; }
 
  private:
@@ -61,7 +60,7 @@ class ParamGatherer {
   std::map<std::string, Group> groups_;
   std::vector<std::string> trace_;      // acquire order of the last complete pass
   std::vector<std::string> recording_;  // this pass so far
-  size_t gathers_ = 0, prefetched_ = 0;
+  size_t prefetched_ = 0;
 };
 
 }  // namespace kolo::trainer

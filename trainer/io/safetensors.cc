@@ -13,6 +13,8 @@
 
 #include "comm/base/error.h"
 #include "comm/base/text.h"
+#include "trainer/io/atomic_file.h"
+#include "trainer/io/sha256.h"
 
 namespace kolo::trainer {
 namespace {
@@ -39,24 +41,6 @@ size_t shape_numel(const std::vector<int64_t>& shape, const std::string& context
                    context, ": shape ", shape_text(shape), " has too many elements");
   }
   return n;
-}
-
-void write_all(int fd, const void* data, size_t bytes, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    ssize_t n = ::write(fd, p, bytes);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) KOLO_THROW_ERRNO("write ", path);
-    p += n;
-    bytes -= static_cast<size_t>(n);
-  }
-}
-
-// Directory of `path`, for the fsync that makes the rename durable.
-std::string parent_dir(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
 }
 
 std::string encode_header(const std::vector<TensorRef>& tensors,
@@ -148,37 +132,23 @@ size_t SafetensorsFile::Entry::numel() const {
 }
 
 void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata, std::string* sha256) {
   std::string header = encode_header(tensors, metadata, path);
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) KOLO_THROW_ERRNO("open ", tmp, " for writing");
-  try {
+  Sha256 sha;
+  write_file_atomically(path, [&](const Append& write) {
+    auto append = [&](const void* data, size_t bytes) {
+      write(data, bytes);
+      if (sha256 != nullptr) sha.update(data, bytes);
+    };
     uint8_t len[8];
     uint64_t n = header.size();
     for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
-    write_all(fd, len, sizeof(len), tmp);
-    write_all(fd, header.data(), header.size(), tmp);
+    append(len, sizeof(len));
+    append(header.data(), header.size());
     for (const TensorRef& t : tensors)
-      write_all(fd, t.data, shape_numel(t.shape, path) * dtype_size(t.dtype), tmp);
-    if (::fsync(fd) != 0) KOLO_THROW_ERRNO("fsync ", tmp);
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) KOLO_THROW_ERRNO("close ", tmp);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    ::unlink(tmp.c_str());
-    errno = err;
-    KOLO_THROW_ERRNO("rename ", tmp, " to ", path);
-  }
-  int dir = ::open(parent_dir(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {  // best effort: some file systems refuse fsync on directories
-    (void)::fsync(dir);
-    ::close(dir);
-  }
+      append(t.data, shape_numel(t.shape, path) * dtype_size(t.dtype));
+  });
+  if (sha256 != nullptr) *sha256 = sha.hex();
 }
 
 SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {

@@ -22,10 +22,12 @@ struct TensorRef {
 };
 
 // Writes `tensors` (in this order in the data section) and the string `metadata` to `path`
-// atomically: a temporary file in the same directory, fsync, then rename over `path`.
-// Supported dtypes: float32, float16, bfloat16, int32, int64, uint8, float64.
+// atomically (io/atomic_file.h). Supported dtypes: float32, float16, bfloat16, int32, int64,
+// uint8, float64. `sha256` (optional) receives the SHA-256 of the file's bytes, computed as
+// they are written.
 void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+                       const std::map<std::string, std::string>& metadata = {},
+                       std::string* sha256 = nullptr);
 
 // A whole safetensors file read into memory and validated (header JSON, dtypes, shapes against
 // byte ranges, ranges inside the data section).

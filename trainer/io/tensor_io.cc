@@ -18,13 +18,13 @@ bool is_float(DType dt) {
 }  // namespace
 
 void save_layout(const std::string& path, const ParamLayout& layout, const void* data, DType dtype,
-                 const std::map<std::string, std::string>& metadata) {
-  save_layout_as(path, layout, data, dtype, dtype, metadata);
+                 const std::map<std::string, std::string>& metadata, std::string* sha256) {
+  save_layout_as(path, layout, data, dtype, dtype, metadata, sha256);
 }
 
 void save_layout_as(const std::string& path, const ParamLayout& layout, const void* data,
                     DType dtype, DType file_dtype,
-                    const std::map<std::string, std::string>& metadata) {
+                    const std::map<std::string, std::string>& metadata, std::string* sha256) {
   const auto* base = static_cast<const uint8_t*>(data);
   std::vector<uint8_t> converted;  // only when the file dtype differs
   if (file_dtype != dtype) {
@@ -38,7 +38,7 @@ void save_layout_as(const std::string& path, const ParamLayout& layout, const vo
   std::vector<TensorRef> refs;
   for (const ParamInfo& p : layout.params())
     refs.push_back({p.name, file_dtype, p.shape, base + p.offset * dtype_size(file_dtype)});
-  write_safetensors(path, refs, metadata);
+  write_safetensors(path, refs, metadata, sha256);
 }
 
 LoadReport load_layout(const std::string& path, const ParamLayout& layout, void* data, DType dtype,

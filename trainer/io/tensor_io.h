@@ -15,11 +15,14 @@ namespace kolo::trainer {
 // Writes every tensor of `layout` from the flat host buffer `data` (in `dtype`) to `path`,
 // stored as `file_dtype` (the buffer's own dtype when file_dtype is not given). Dtypes convert
 // with kolo::convert (comm/base/convert.h): rounded to nearest even, equal dtypes bitwise.
+// `sha256` (optional) receives the file's SHA-256, computed while writing.
 void save_layout(const std::string& path, const ParamLayout& layout, const void* data, DType dtype,
-                 const std::map<std::string, std::string>& metadata = {});
+                 const std::map<std::string, std::string>& metadata = {},
+                 std::string* sha256 = nullptr);
 void save_layout_as(const std::string& path, const ParamLayout& layout, const void* data,
                     DType dtype, DType file_dtype,
-                    const std::map<std::string, std::string>& metadata = {});
+                    const std::map<std::string, std::string>& metadata = {},
+                    std::string* sha256 = nullptr);
 
 struct LoadReport {
   std::vector<std::string> loaded;      // layout tensors found in the file

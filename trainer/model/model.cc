@@ -61,10 +61,10 @@ void Model::check_host_memory(const char* what) const {
                  backend_.name(), " is not supported yet");
 }
 
-void Model::save(const std::string& path,
-                 const std::map<std::string, std::string>& metadata) const {
+void Model::save(const std::string& path, const std::map<std::string, std::string>& metadata,
+                 std::string* sha256) const {
   check_host_memory("Model::save");
-  save_layout(path, layout_, params_, dtype_, metadata);
+  save_layout(path, layout_, params_, dtype_, metadata, sha256);
 }
 
 LoadReport Model::load(const std::string& path, bool strict) {

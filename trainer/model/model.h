@@ -64,8 +64,10 @@ class Model {
   using ParamsHook = std::function<void(const std::string& prefix, bool acquire)>;
   void set_params_hook(ParamsHook hook) { params_hook_ = std::move(hook); }
 
-  // Weights under their Hugging Face names, in the storage dtype.
-  void save(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
+  // Weights under their Hugging Face names, in the storage dtype (`sha256`: the file's, computed
+  // while writing).
+  void save(const std::string& path, const std::map<std::string, std::string>& metadata = {},
+            std::string* sha256 = nullptr) const;
   // Converts from the file's dtype; shapes must match (see load_layout for `strict`).
   LoadReport load(const std::string& path, bool strict = true);
 

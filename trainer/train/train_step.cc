@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "trainer/optim/clip.h"
+#include "trainer/train/summary.h"
 
 namespace kolo::trainer {
 namespace {
@@ -38,7 +39,9 @@ TrainStep::TrainStep(Model& model, const TrainConfig& config, int64_t total_step
       schedule_(schedule_for(config, total_steps)),
       optimizer_(make_optimizer(config, layout_)),
       parallel_(parallel),
-      sharded_(parallel != nullptr && parallel->stage() > 0 && parallel->size() > 1) {
+      sharded_(parallel != nullptr && parallel->stage() > 0 && parallel->size() > 1),
+      formula_bytes_(zero_formula_bytes(model.num_params(), model.dtype(), config,
+                                        parallel != nullptr ? parallel->size() : 1)) {
   // precision_ took its master copy from the parameters above, after DataParallel (made first)
   // broadcast rank 0's.
   zero_grads();

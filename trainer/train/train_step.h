@@ -49,6 +49,8 @@ class TrainStep {
   // Bytes of model state this rank holds: parameters and gradients in the storage dtype, the
   // fp32 master copy (half storage), the optimizer's states.
   size_t model_state_bytes();
+  // What the ZeRO paper's formula gives for this run (train/summary.h).
+  size_t formula_bytes() const { return formula_bytes_; }
 
   // For checkpoints: the range of the flat buffers this rank updates, its fp32 master weights
   // (range().end - range().begin elements), its optimizer and the loss scaler.
@@ -71,6 +73,7 @@ class TrainStep {
   std::unique_ptr<Optimizer> optimizer_;
   DataParallel* parallel_;
   bool sharded_;  // stage >= 1 over several ranks
+  size_t formula_bytes_;
 };
 
 }  // namespace kolo::trainer

@@ -109,17 +109,11 @@ void ShmContext::map_segments(const ContextOptions& options) {
   auto& store = *options.store;
   // Every rank must lay the segments out alike: a different KOLO_SHM_BUFFER_BYTES on one rank
   // would map past the end of a peer's segment (SIGBUS) or misplace its rings.
-  const std::vector<std::string> capacities = bootstrap::store_allgather(
-      store, "shm/capacity", rank_, size_, std::to_string(capacity_), timeout_);
-  // Every rank sees the same values and fails the same way. Rank 0 holds the store: it
-  // lingers a moment first, so that a rank still reading does not lose the store and report
-  // a lost peer instead of the mismatch.
-  for (int p = 0; p < size_; ++p)
-    if (capacities[static_cast<size_t>(p)] != capacities[0] &&
-        (rank_ != 0 || (std::this_thread::sleep_for(std::chrono::milliseconds(500)), true)))
-      KOLO_THROW(ErrorCode::kMismatch, "KOLO_SHM_BUFFER_BYTES differs between ranks: rank 0 uses ",
-                 capacities[0], " bytes, rank ", p, " uses ", capacities[static_cast<size_t>(p)],
-                 " (every rank must use the same value)");
+  bootstrap::require_same_on_every_rank(
+      "KOLO_SHM_BUFFER_BYTES",
+      bootstrap::store_allgather(store, "shm/capacity", rank_, size_, std::to_string(capacity_),
+                                 timeout_),
+      rank_, " bytes");
   if (rank_ == 0)
     store.set("shm/job", std::to_string(std::random_device{}()) + "-" + std::to_string(::getpid()));
   std::string job = store.get("shm/job", timeout_);
