@@ -12,19 +12,56 @@
 #include "comm/bootstrap/mpi_world.h"
 #include "comm/bootstrap/store.h"
 #include "comm/bootstrap/tcp_store.h"
+#include "comm/net/auth.h"
 #include "comm/net/socket.h"
 #include "comm/transport/context.h"
 
 namespace kolo {
 namespace {
 
-bool is_loopback(const std::string& addr) {
-  return addr.rfind("127.", 0) == 0 || addr == "localhost";
-}
-
 // Open MPI says how many ranks share this host; when all do, the store stays on loopback.
 bool mpi_job_on_one_host(int size) {
   return env::get_int("OMPI_COMM_WORLD_LOCAL_SIZE", -1, -1, 1 << 20) == size;
+}
+
+// Under mpirun and srun, rank 0 shares the store's address and the job secret over MPI: its
+// own (KOLO_SECRET or KOLO_SECRET_FILE), else a fresh one, so these jobs are authenticated
+// without the user doing anything. A rank with a secret of its own keeps it.
+// Where this rank's secret came from, for the log (never the secret itself).
+std::string secret_origin(int rank) {
+  if (env::get("KOLO_SECRET")) return "KOLO_SECRET";
+  if (env::get("KOLO_SECRET_FILE")) return "KOLO_SECRET_FILE";
+  return rank == 0 ? "this rank (made now)" : "rank 0 over MPI";
+}
+
+void rendezvous_over_mpi(bootstrap::LaunchInfo* info,
+                         std::unique_ptr<bootstrap::TcpStoreServer>* server) {
+  KOLO_CHECK_ARG(bootstrap::mpi_world::available(), "launched by ", info->launcher,
+                 " but no rendezvous address is set: set KOLO_ADDR and KOLO_PORT (or "
+                 "MASTER_ADDR and MASTER_PORT), or build kolo with MPI (KOLO_WITH_MPI)");
+  bootstrap::mpi_world::ensure_initialized();
+  std::string message;
+  if (info->rank == 0) {
+    std::string secret = net::job_secret();
+    if (secret.empty()) {
+      secret = net::make_secret();
+      net::set_job_secret(secret);
+    }
+    const bool local = mpi_job_on_one_host(info->size);
+    *server =
+        std::make_unique<bootstrap::TcpStoreServer>(local ? "127.0.0.1" : "0.0.0.0", info->port);
+    message = (local ? std::string("127.0.0.1") : net::routable_address()) + ":" +
+              std::to_string((*server)->port()) + "\n" + secret;
+  }
+  message = bootstrap::mpi_world::broadcast(message, 0);
+  KOLO_LOG(kInfo, "rendezvous over MPI: the store is at ", message.substr(0, message.find('\n')),
+           ", the job secret comes from ", secret_origin(info->rank));
+  size_t newline = message.find('\n');
+  std::string where = message.substr(0, newline);
+  if (info->rank != 0 && net::job_secret().empty())
+    net::set_job_secret(message.substr(newline + 1));
+  info->addr = where.substr(0, where.rfind(':'));
+  info->port = std::stoi(where.substr(where.rfind(':') + 1));
 }
 
 // Where rank 0's store listens and how the others find it.
@@ -34,28 +71,21 @@ std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
                                                 CommunicatorOptions* options) {
   std::unique_ptr<bootstrap::TcpStoreServer> server;
   if (info.addr.empty() || info.port == 0) {
-    // mpirun and srun say nothing about a store: rank 0 opens one and tells the others via MPI.
-    KOLO_CHECK_ARG(bootstrap::mpi_world::available(), "launched by ", info.launcher,
-                   " but no rendezvous address is set: set KOLO_ADDR and KOLO_PORT (or "
-                   "MASTER_ADDR and MASTER_PORT), or build kolo with MPI (KOLO_WITH_MPI)");
-    bootstrap::mpi_world::ensure_initialized();
-    std::string where;
+    rendezvous_over_mpi(&info, &server);
+  } else {
+    // Every rank refuses an exposed store without a secret, so every rank names the fix.
+    net::require_secret_for(info.addr, "the rendezvous store (" + info.launcher + " launch)");
     if (info.rank == 0) {
-      const bool local = mpi_job_on_one_host(info.size);
-      server =
-          std::make_unique<bootstrap::TcpStoreServer>(local ? "127.0.0.1" : "0.0.0.0", info.port);
-      where = (local ? std::string("127.0.0.1") : net::routable_address()) + ":" +
-              std::to_string(server->port());
+      // A loopback address keeps the store off the network; otherwise listen everywhere.
+      std::string bind = net::is_loopback(info.addr) ? "127.0.0.1" : "0.0.0.0";
+      server = std::make_unique<bootstrap::TcpStoreServer>(bind, info.port);
     }
-    where = bootstrap::mpi_world::broadcast(where, 0);
-    info.addr = where.substr(0, where.rfind(':'));
-    info.port = std::stoi(where.substr(where.rfind(':') + 1));
-  } else if (info.rank == 0) {
-    // A loopback address keeps the store off the network; otherwise listen everywhere.
-    std::string bind = is_loopback(info.addr) ? "127.0.0.1" : "0.0.0.0";
-    server = std::make_unique<bootstrap::TcpStoreServer>(bind, info.port);
   }
-  options->store_on_loopback = is_loopback(info.addr);
+  if (!net::is_loopback(info.addr) && net::job_secret().empty())
+    KOLO_LOG(kWarning, "KOLO_INSECURE=1: the store at ", info.addr, ":", info.port,
+             " and the tcp transport accept connections without authentication; anyone who can "
+             "reach them can join or read this job (docs/security.md)");
+  options->store_on_loopback = net::is_loopback(info.addr);
   auto store = std::make_shared<bootstrap::TcpStore>(info.addr, info.port, info.rank, timeout);
   if (server) store->host_server(std::move(server));
   return store;

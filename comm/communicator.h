@@ -119,7 +119,12 @@ class Communicator {
                                              std::string tag, int rank, int size,
                                              std::vector<int> world_ranks,
                                              const CommunicatorOptions& options);
-  Algorithm begin(Collective collective, size_t bytes, const CollectiveOptions& options);
+  // Chooses the algorithm and starts the call on the transport: `dtype`, `op` and `root` (where
+  // they apply) and `bytes` (unless `sizes_agree` is false) must be the same on every rank.
+  Algorithm begin(Collective collective, size_t bytes, const CollectiveOptions& options,
+                  std::optional<DType> dtype = std::nullopt,
+                  std::optional<ReduceOp> op = std::nullopt, int root = -1,
+                  bool sizes_agree = true);
 
   std::shared_ptr<bootstrap::Store> base_store_;
   std::shared_ptr<bootstrap::Store> store_;  // base_store_ with this communicator's prefix

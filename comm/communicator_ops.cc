@@ -113,10 +113,19 @@ Algorithm Communicator::choose_algorithm(Collective collective, size_t bytes,
                                                              : Algorithm::kRing;
 }
 
-Algorithm Communicator::begin(Collective collective, size_t bytes,
-                              const CollectiveOptions& options) {
+Algorithm Communicator::begin(Collective collective, size_t bytes, const CollectiveOptions& options,
+                              std::optional<DType> dtype, std::optional<ReduceOp> op, int root,
+                              bool sizes_agree) {
   Algorithm algorithm = choose_algorithm(collective, bytes, options);
-  if (context_) context_->set_operation(collective_name(collective), bytes);
+  if (context_) {
+    transport::CallSignature call;
+    call.bytes = sizes_agree ? bytes : 0;
+    call.kind = transport::call_kind(static_cast<uint8_t>(collective),
+                                     dtype ? static_cast<uint8_t>(*dtype) : 0xff,
+                                     op ? static_cast<uint8_t>(*op) : 0xff);
+    call.root = root;
+    context_->begin_call(collective_name(collective), bytes, call);
+  }
   if (algorithm != last_algorithm_ && log::threshold() <= log::Level::kDebug) {
     KOLO_LOG(kDebug, collective_name(collective), " of ", bytes, " B on ", size_, " ranks over ",
              transport_name(transport_), ": algorithm ", algorithm_name(algorithm));
@@ -131,7 +140,7 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DType d
   check_buffer(send, count, dtype, "allreduce", "send");
   check_buffer(recv, count, dtype, "allreduce", "receive");
   const size_t bytes = count * dtype_size(dtype);
-  Algorithm algorithm = begin(Collective::kAllreduce, bytes, options);
+  Algorithm algorithm = begin(Collective::kAllreduce, bytes, options, dtype, op);
   if (size_ == 1 || count == 0) {
     copy_if_distinct(recv, send, bytes);
     return;
@@ -163,7 +172,7 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
                dtype, "reduce_scatter", "send");
   const size_t bytes = recv_count * dtype_size(dtype);
   Algorithm algorithm =
-      begin(Collective::kReduceScatter, bytes * static_cast<size_t>(size_), options);
+      begin(Collective::kReduceScatter, bytes * static_cast<size_t>(size_), options, dtype, op);
   if (size_ == 1 || recv_count == 0) {
     copy_if_distinct(recv, send, bytes);
     return;
@@ -190,7 +199,7 @@ void Communicator::allgatherv(const void* send, size_t send_count, void* recv,
   const size_t esize = dtype_size(dtype);
   check_buffer(send, send_count, dtype, "allgatherv", "send");
   check_buffer(recv, total, dtype, "allgatherv", "receive");
-  Algorithm algorithm = begin(Collective::kAllgather, total * esize, options);
+  Algorithm algorithm = begin(Collective::kAllgather, total * esize, options, dtype);
   if (algorithm == Algorithm::kDirect && size_ > 1 && total > 0)
     return collectives::shm_direct_allgatherv(*shared_, send, recv, recv_counts, dtype);
   size_t own = std::accumulate(recv_counts.begin(), recv_counts.begin() + rank_, size_t{0});
@@ -205,7 +214,7 @@ void Communicator::broadcast(void* data, size_t count, DType dtype, int root,
                  ")");
   check_buffer(data, count, dtype, "broadcast", "data");
   const size_t bytes = count * dtype_size(dtype);
-  Algorithm algorithm = begin(Collective::kBroadcast, bytes, options);
+  Algorithm algorithm = begin(Collective::kBroadcast, bytes, options, dtype, std::nullopt, root);
   if (size_ == 1 || bytes == 0) return;
   if (algorithm == Algorithm::kDirect)
     return collectives::shm_direct_broadcast(*shared_, data, bytes, root);
@@ -235,7 +244,9 @@ void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_c
   const size_t recv_total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
   check_buffer(send, send_total / esize, dtype, "alltoallv", "send");
   check_buffer(recv, recv_total / esize, dtype, "alltoallv", "receive");
-  const Algorithm algorithm = begin(Collective::kAlltoall, send_total, options);
+  const Algorithm algorithm =
+      begin(Collective::kAlltoall, send_total, options, dtype, std::nullopt, -1,
+            /*sizes_agree=*/false);
   // In place, blocks would be overwritten before they are sent: send from a copy.
   std::vector<char> copy;
   const char* source = static_cast<const char*>(send);

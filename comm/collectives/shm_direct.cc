@@ -267,6 +267,28 @@ void shm_direct_broadcast(transport::SharedMemory& ctx, void* data, size_t bytes
   ctx.sync();
 }
 
+namespace {
+
+// Every rank throws kMismatch when some rank sends another size than its receiver expects;
+// `generation`'s staging slots hold every rank's send sizes, then its receive sizes.
+void check_alltoallv_sizes(transport::SharedMemory& ctx, uint64_t generation) {
+  const size_t n = static_cast<size_t>(ctx.size());
+  for (size_t p = 0; p < n; ++p) {
+    const auto* from =
+        reinterpret_cast<const uint64_t*>(ctx.stage_slot_of(static_cast<int>(p), generation));
+    for (size_t q = 0; q < n; ++q) {
+      const auto* to =
+          reinterpret_cast<const uint64_t*>(ctx.stage_slot_of(static_cast<int>(q), generation));
+      if (p != q && from[q] != to[n + p])
+        KOLO_THROW(ErrorCode::kMismatch, "alltoall on rank ", ctx.rank(), ": rank ", p, " sends ",
+                   from[q], " B to rank ", q, ", which expects ", to[n + p],
+                   " B from it (the ranks passed different counts)");
+    }
+  }
+}
+
+}  // namespace
+
 // Every rank stages its blocks for the others piece by piece; the rounds run to the largest
 // block any rank sends, agreed through the published values.
 void shm_direct_alltoallv(transport::SharedMemory& ctx, const char* send,
@@ -280,7 +302,18 @@ void shm_direct_alltoallv(transport::SharedMemory& ctx, const char* send,
   for (int q = 0; q < n; ++q)
     if (q != r) most = std::max(most, send_bytes[static_cast<size_t>(q)]);
   ctx.publish_value(0, most);
-  ctx.sync();
+  // Every rank's sizes go through its staging slot of this generation (the rounds below use
+  // the other one), so that every rank can check every pair of ranks agrees.
+  const uint64_t generation = ctx.generation() + 1;
+  auto* sizes = reinterpret_cast<uint64_t*>(ctx.stage_slot(generation));
+  KOLO_ASSERT(2 * static_cast<size_t>(n) * sizeof(uint64_t) <= ctx.stage_slot_bytes());
+  for (size_t q = 0; q < static_cast<size_t>(n); ++q) {
+    sizes[q] = send_bytes[q];
+    sizes[static_cast<size_t>(n) + q] = recv_bytes[q];
+  }
+  ctx.arrive(generation);
+  ctx.wait_generation(generation);
+  check_alltoallv_sizes(ctx, generation);
   for (int p = 0; p < n; ++p) most = std::max<size_t>(most, ctx.peer_value(p, 0));
   // Peers may publish again once past the next barrier: with no rounds, that barrier must
   // still come after everyone has read the values.

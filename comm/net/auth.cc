@@ -1,4 +1,5 @@
-// Handshake with protocol version and HMAC-SHA256 proof of the job secret (OpenSSL libcrypto).
+// Mutual handshake with protocol version and HMAC-SHA256 proofs of the job secret (OpenSSL
+// libcrypto), and where the job secret comes from.
 #include "comm/net/auth.h"
 
 #include <openssl/crypto.h>
@@ -6,7 +7,14 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
 
 #include "comm/base/env.h"
 #include "comm/base/error.h"
@@ -16,7 +24,12 @@ namespace {
 
 constexpr char kChallengeMagic[4] = {'K', 'O', 'L', 'O'};
 constexpr char kHelloMagic[4] = {'K', 'O', 'L', 'H'};
+constexpr char kProofMagic[4] = {'K', 'O', 'L', 'S'};
+constexpr size_t kNonceOffset = 16 + kTagBytes;  // the connector's nonce inside the Hello
 constexpr size_t kMacOffset = kHelloBytes - 32;
+
+std::mutex g_secret_mutex;
+std::string g_launcher_secret;  // set_job_secret
 
 void put_u32(uint8_t* p, uint32_t v) {
   std::memcpy(p, &v, 4);
@@ -27,47 +40,125 @@ uint32_t get_u32(const uint8_t* p) {
   return v;
 }
 
-// MAC over the challenge nonce and the Hello body (everything before the MAC field).
-std::array<uint8_t, 32> compute_mac(const Challenge& challenge, const uint8_t* body,
-                                    const std::string& secret) {
-  uint8_t message[32 + kMacOffset];
-  std::memcpy(message, challenge.data() + 8, 32);
-  std::memcpy(message + 32, body, kMacOffset);
+std::array<uint8_t, 32> hmac(const std::string& secret, const uint8_t* message, size_t bytes) {
   std::array<uint8_t, 32> mac{};
   unsigned int len = 0;
   static const uint8_t kEmpty = 0;
   const void* key = secret.empty() ? static_cast<const void*>(&kEmpty) : secret.data();
-  if (HMAC(EVP_sha256(), key, static_cast<int>(secret.size()), message, sizeof message, mac.data(),
-           &len) == nullptr)
+  if (HMAC(EVP_sha256(), key, static_cast<int>(secret.size()), message, bytes, mac.data(), &len) ==
+      nullptr)
     KOLO_THROW(ErrorCode::kInternal, "HMAC-SHA256 failed");
   return mac;
+}
+
+// The connector's MAC: the challenge nonce and the Hello body (everything before the MAC).
+std::array<uint8_t, 32> hello_mac(const Challenge& challenge, const uint8_t* body,
+                                  const std::string& secret) {
+  uint8_t message[32 + kMacOffset];
+  std::memcpy(message, challenge.data() + 8, 32);
+  std::memcpy(message + 32, body, kMacOffset);
+  return hmac(secret, message, sizeof message);
+}
+
+// The acceptor's proof: both nonces and the status, under a label of its own.
+std::array<uint8_t, 32> reply_proof(Status status, const uint8_t* hello_bytes,
+                                    const Challenge& challenge, const std::string& secret) {
+  uint8_t message[4 + 32 + 32 + 1];
+  std::memcpy(message, kProofMagic, 4);
+  std::memcpy(message + 4, hello_bytes + kNonceOffset, 32);
+  std::memcpy(message + 36, challenge.data() + 8, 32);
+  message[68] = static_cast<uint8_t>(status);
+  return hmac(secret, message, sizeof message);
+}
+
+void random_bytes(uint8_t* out, size_t bytes) {
+  if (RAND_bytes(out, static_cast<int>(bytes)) != 1)
+    KOLO_THROW(ErrorCode::kInternal, "RAND_bytes failed");
+}
+
+std::string read_secret_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    KOLO_THROW(ErrorCode::kInvalidArgument, "KOLO_SECRET_FILE ", path,
+               " cannot be opened: ", std::strerror(errno));
+  struct stat st {};
+  std::string text;
+  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= 4096;
+  if (ok) {
+    text.resize(static_cast<size_t>(st.st_size));
+    ok = ::read(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  }
+  ::close(fd);
+  KOLO_CHECK_ARG(ok, "KOLO_SECRET_FILE ", path,
+                 " is not a readable regular file of at most 4096 "
+                 "bytes");
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  KOLO_CHECK_ARG((st.st_mode & 077) == 0, "KOLO_SECRET_FILE ", path, " has mode ", mode,
+                 ": it must be readable by its owner only (chmod 600 ", path, ")");
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  KOLO_CHECK_ARG(!text.empty(), "KOLO_SECRET_FILE ", path, " is empty");
+  return text;
 }
 
 }  // namespace
 
 std::string job_secret() {
-  return env::get_or("KOLO_SECRET", "");
+  if (auto secret = env::get("KOLO_SECRET")) return *secret;
+  if (auto path = env::get("KOLO_SECRET_FILE")) return read_secret_file(*path);
+  std::lock_guard<std::mutex> lock(g_secret_mutex);
+  return g_launcher_secret;
+}
+
+void set_job_secret(const std::string& secret) {
+  std::lock_guard<std::mutex> lock(g_secret_mutex);
+  g_launcher_secret = secret;
+}
+
+std::string make_secret() {
+  uint8_t bytes[32];
+  random_bytes(bytes, sizeof bytes);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  for (uint8_t b : bytes) hex += {kHex[b >> 4], kHex[b & 15]};
+  return hex;
+}
+
+bool insecure_allowed() {
+  return env::get_bool("KOLO_INSECURE", false);
+}
+
+bool is_loopback(const std::string& host) {
+  return host.rfind("127.", 0) == 0 || host == "localhost";
+}
+
+void require_secret_for(const std::string& host, const std::string& what) {
+  if (is_loopback(host) || !job_secret().empty()) return;
+  KOLO_CHECK_ARG(insecure_allowed(), what, " would be reachable at the non-loopback address ", host,
+                 " without a job secret: set KOLO_SECRET (or KOLO_SECRET_FILE, mode 0600) "
+                 "to the same value on every rank (kolorun and mpirun make one themselves), or "
+                 "set KOLO_INSECURE=1 to run unauthenticated");
 }
 
 Challenge make_challenge() {
   Challenge c{};
   std::memcpy(c.data(), kChallengeMagic, 4);
   put_u32(c.data() + 4, kProtocolVersion);
-  if (RAND_bytes(c.data() + 8, 32) != 1) KOLO_THROW(ErrorCode::kInternal, "RAND_bytes failed");
+  random_bytes(c.data() + 8, 32);
   return c;
 }
 
-std::array<uint8_t, kHelloBytes> make_hello(const Challenge& challenge, const Hello& hello,
-                                            const std::string& secret) {
+HelloBytes make_hello(const Challenge& challenge, const Hello& hello, const std::string& secret) {
   KOLO_CHECK_ARG(hello.tag.size() <= kTagBytes, "handshake tag longer than ", kTagBytes,
                  " bytes: ", hello.tag);
-  std::array<uint8_t, kHelloBytes> out{};
+  HelloBytes out{};
   std::memcpy(out.data(), kHelloMagic, 4);
   put_u32(out.data() + 4, kProtocolVersion);
   put_u32(out.data() + 8, static_cast<uint32_t>(hello.role));
   put_u32(out.data() + 12, static_cast<uint32_t>(hello.rank));
   std::memcpy(out.data() + 16, hello.tag.data(), hello.tag.size());
-  auto mac = compute_mac(challenge, out.data(), secret);
+  random_bytes(out.data() + kNonceOffset, 32);
+  auto mac = hello_mac(challenge, out.data(), secret);
   std::memcpy(out.data() + kMacOffset, mac.data(), mac.size());
   return out;
 }
@@ -78,7 +169,7 @@ Hello verify_hello(const uint8_t* bytes, const Challenge& challenge, const std::
   uint32_t version = get_u32(bytes + 4);
   if (version != kProtocolVersion)
     KOLO_THROW(ErrorCode::kAuth, "protocol version ", version, ", expected ", kProtocolVersion);
-  auto mac = compute_mac(challenge, bytes, secret);
+  auto mac = hello_mac(challenge, bytes, secret);
   if (CRYPTO_memcmp(mac.data(), bytes + kMacOffset, mac.size()) != 0)
     KOLO_THROW(ErrorCode::kAuth, "wrong job secret (HMAC mismatch; check KOLO_SECRET)");
   Hello hello;
@@ -87,6 +178,23 @@ Hello verify_hello(const uint8_t* bytes, const Challenge& challenge, const std::
   const char* tag = reinterpret_cast<const char*>(bytes + 16);
   hello.tag.assign(tag, strnlen(tag, kTagBytes));
   return hello;
+}
+
+Reply make_reply(Status status, const uint8_t* hello_bytes, const Challenge& challenge,
+                 const std::string& secret) {
+  Reply reply{};
+  reply[0] = static_cast<uint8_t>(status);
+  // Only an accepted connection carries a proof: one that failed verify_hello may not deserve
+  // an oracle for MACs under the secret.
+  if (status == Status::kAccepted) {
+    auto proof = reply_proof(status, hello_bytes, challenge, secret);
+    std::memcpy(reply.data() + 1, proof.data(), proof.size());
+  }
+  return reply;
+}
+
+Status status_of(const Error& e) {
+  return std::strstr(e.what(), "protocol version") ? Status::kBadVersion : Status::kBadSecret;
 }
 
 void client_handshake(Socket& sock, const Hello& hello, const std::string& secret,
@@ -101,33 +209,27 @@ void client_handshake(Socket& sock, const Hello& hello, const std::string& secre
                ", this kolo speaks ", kProtocolVersion);
   auto out = make_hello(challenge, hello, secret);
   sock.send_all(out.data(), out.size(), deadline);
-  uint8_t status = 0xff;
-  sock.recv_all(&status, 1, deadline);
-  if (status == 1)
-    KOLO_THROW(ErrorCode::kAuth, sock.peer_name(), " refused the handshake: protocol version");
-  if (status != 0)
-    KOLO_THROW(ErrorCode::kAuth, sock.peer_name(),
-               " refused the handshake: wrong job secret (check KOLO_SECRET)");
-}
-
-Hello server_handshake(Socket& sock, const std::string& secret, Deadline deadline) {
-  Challenge challenge = make_challenge();
-  sock.send_all(challenge.data(), challenge.size(), deadline);
-  uint8_t bytes[kHelloBytes];
-  sock.recv_all(bytes, sizeof bytes, deadline);
-  try {
-    Hello hello = verify_hello(bytes, challenge, secret);
-    uint8_t ok = 0;
-    sock.send_all(&ok, 1, deadline);
-    return hello;
-  } catch (const Error& e) {
-    uint8_t status = std::strstr(e.what(), "version") ? 1 : 2;
-    try {
-      sock.send_all(&status, 1, deadline);
-    } catch (const Error&) {
-    }
-    throw;
+  Reply reply{};
+  sock.recv_all(reply.data(), reply.size(), deadline);
+  switch (static_cast<Status>(reply[0])) {
+    case Status::kAccepted: break;
+    case Status::kBadVersion:
+      KOLO_THROW(ErrorCode::kAuth, sock.peer_name(), " refused the handshake: protocol version");
+    case Status::kBadSecret:
+      KOLO_THROW(ErrorCode::kAuth, sock.peer_name(),
+                 " refused the handshake: wrong job secret (check KOLO_SECRET)");
+    case Status::kUnexpected:
+      KOLO_THROW(ErrorCode::kAuth, sock.peer_name(), " refused the handshake: it does not expect ",
+                 "rank ", hello.rank, " of communicator '", hello.tag, "'");
+    default:
+      KOLO_THROW(ErrorCode::kAuth, sock.peer_name(), " answered the handshake with status ",
+                 int{reply[0]});
   }
+  auto proof = reply_proof(Status::kAccepted, out.data(), challenge, secret);
+  if (CRYPTO_memcmp(proof.data(), reply.data() + 1, proof.size()) != 0)
+    KOLO_THROW(ErrorCode::kAuth, sock.peer_name(),
+               " accepted the handshake but could not prove the job secret: it is not this "
+               "job's kolo endpoint (or its KOLO_SECRET differs)");
 }
 
 }  // namespace kolo::net

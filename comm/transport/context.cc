@@ -3,7 +3,10 @@
 
 #include <string_view>
 
+#include "comm/base/algorithm.h"
+#include "comm/base/dtype.h"
 #include "comm/base/log.h"
+#include "comm/base/reduce_op.h"
 #include "comm/bootstrap/store.h"
 #include "comm/transport/shm/context.h"
 #include "comm/transport/tcp/context.h"
@@ -29,6 +32,15 @@ void Context::post(Transfer* t) {
   KOLO_ASSERT(t->peer >= 0 && t->peer < size_ && t->peer != rank_);
   if (t->bytes == 0) return;
   try {
+    Frame* frame = take_frame();
+    if (t->kind == Transfer::Kind::kSend) {
+      frame->wire = {t->bytes, call_};
+      frame->transfer = Transfer::send(t->peer, &frame->wire, sizeof frame->wire);
+    } else {
+      frame->transfer = Transfer::recv(t->peer, &frame->wire, sizeof frame->wire);
+    }
+    do_post(&frame->transfer);
+    t->frame = frame;
     do_post(t);
   } catch (const Error& e) {
     fail(e.what());
@@ -36,15 +48,77 @@ void Context::post(Transfer* t) {
   }
 }
 
+// A received transfer's header is checked as soon as it is in, before waiting for the data: a
+// peer that sends fewer bytes would otherwise leave this rank waiting for the rest.
 void Context::wait(Transfer* t) {
-  if (t->complete()) return;
+  if (t->complete() && t->frame == nullptr) return;
   if (failed()) KOLO_THROW(ErrorCode::kPeerLost, "communicator already failed: ", failure_);
   try {
+    if (Frame* frame = t->frame) {
+      if (t->kind == Transfer::Kind::kRecv) {
+        if (!frame->transfer.complete()) do_wait(&frame->transfer);
+        check_frame(*t);
+      }
+      if (!t->complete()) do_wait(t);
+      // Sends too: a transfer's header completes before it (posting order).
+      t->frame = nullptr;
+      free_frames_.push_back(frame);
+      return;
+    }
     do_wait(t);
   } catch (const Error& e) {
     fail(e.what());
     throw;
   }
+}
+
+Frame* Context::take_frame() {
+  if (free_frames_.empty()) {
+    frames_.push_back(std::make_unique<Frame>());
+    return frames_.back().get();
+  }
+  Frame* frame = free_frames_.back();
+  free_frames_.pop_back();
+  return frame;
+}
+
+void Context::check_frame(const Transfer& t) const {
+  const Frame::Wire& wire = t.frame->wire;
+  check_call(t.peer, wire.call);
+  if (wire.message_bytes != t.bytes)
+    KOLO_THROW(ErrorCode::kMismatch, operation(), " on rank ", rank_, ": ", describe_peer(t.peer),
+               " sent a message of ", wire.message_bytes, " B where this rank expects ", t.bytes,
+               " B in ", describe_call(call_), " (the ranks passed different counts)");
+}
+
+void Context::check_call(int peer, const CallSignature& theirs) const {
+  if (theirs == call_) return;
+  KOLO_THROW(ErrorCode::kMismatch, operation(), " on rank ", rank_,
+             ": ranks called different "
+             "collectives: ",
+             describe_peer(peer), " is in ", describe_call(theirs), ", this rank in ",
+             describe_call(call_));
+}
+
+uint32_t call_kind(uint8_t collective, uint8_t dtype, uint8_t op) {
+  return uint32_t{collective} | uint32_t{dtype} << 8 | uint32_t{op} << 16;
+}
+
+std::string describe_call(const CallSignature& call) {
+  const uint32_t collective = call.kind & 0xff, dtype = (call.kind >> 8) & 0xff,
+                 op = (call.kind >> 16) & 0xff;
+  std::string text = "call #" + std::to_string(call.seq) + ", ";
+  text += collective <= static_cast<uint32_t>(Collective::kBarrier)
+              ? collective_name(static_cast<Collective>(collective))
+              : "collective " + std::to_string(collective);
+  if (call.bytes > 0) text += " of " + std::to_string(call.bytes) + " B";
+  std::string details;
+  if (dtype < static_cast<uint32_t>(kNumDTypes)) details = dtype_name(static_cast<DType>(dtype));
+  if (op < static_cast<uint32_t>(kNumReduceOps))
+    details += (details.empty() ? "" : ", ") + std::string(op_name(static_cast<ReduceOp>(op)));
+  if (call.root >= 0)
+    details += (details.empty() ? "" : ", ") + ("root " + std::to_string(call.root));
+  return details.empty() ? text : text + " (" + details + ")";
 }
 
 void Context::wait_all(std::vector<Transfer>& transfers) {
@@ -103,8 +177,11 @@ void Context::throw_peer_lost(int peer, const std::string& how) const {
   } catch (const Error&) {
     // No reason left behind: the peer died without a word.
   }
-  KOLO_THROW(ErrorCode::kPeerLost, operation(), " on rank ", rank_, ": lost ", describe_peer(peer),
-             ": ", how, reported);
+  // A peer that found the ranks in different calls gave up for that reason: so does this rank.
+  const bool mismatch = reported.find("ranks called different collectives") != std::string::npos ||
+                        reported.find("(the ranks passed different counts)") != std::string::npos;
+  KOLO_THROW(mismatch ? ErrorCode::kMismatch : ErrorCode::kPeerLost, operation(), " on rank ",
+             rank_, ": lost ", describe_peer(peer), ": ", how, reported);
 }
 
 std::unique_ptr<Context> create_context(TransportKind kind, const ContextOptions& options) {

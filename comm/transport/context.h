@@ -6,6 +6,8 @@
 // - Transfers to one peer in one direction complete in posting order; the receiver posts the
 //   same sequence of sizes as the sender (so message-based transports can match 1:1).
 // - Zero-byte transfers complete at once and move nothing.
+// - Every other transfer is preceded by a Frame (posted by Context::post), so a receiver that
+//   expects another size or another call fails with kMismatch instead of misreading the stream.
 // - A wait gives up when no byte has moved for the timeout (KOLO_TIMEOUT_SECONDS), or as soon
 //   as a peer it waits on is known to be dead: kolo::Error kTimeout / kPeerLost naming the peer
 //   and the operation. After any error the context is failed: every later call throws, and the
@@ -29,6 +31,21 @@ class Store;
 namespace kolo::transport {
 
 class SharedMemory;
+struct Frame;
+
+// What a collective call is, as every rank must agree. Transports compare it (the shm barrier
+// flags carry it, every message is preceded by a header carrying it) so that ranks in different
+// calls fail with kMismatch on every rank instead of hanging or mixing bytes.
+struct CallSignature {
+  uint64_t seq = 0;    // this call's number on the communicator (1 = the first)
+  uint64_t bytes = 0;  // the size every rank must agree on (0 where sizes may differ: alltoallv)
+  uint32_t kind = 0;   // collective | dtype << 8 | reduce op << 16 (0xff: not applicable)
+  int32_t root = -1;   // broadcast root, else -1
+  bool operator==(const CallSignature&) const = default;
+};
+uint32_t call_kind(uint8_t collective, uint8_t dtype = 0xff, uint8_t op = 0xff);
+// "call #5, allreduce of 4096 B (float32, sum)".
+std::string describe_call(const CallSignature& call);
 
 struct Transfer {
   enum class Kind : uint8_t { kSend, kRecv };
@@ -38,6 +55,7 @@ struct Transfer {
   size_t bytes = 0;
   size_t done = 0;  // advanced by the transport
   bool complete() const { return done == bytes; }
+  Frame* frame = nullptr;  // Context: the header posted ahead of this transfer
 
   static Transfer send(int peer, const void* data, size_t bytes) {
     return {Kind::kSend, peer, static_cast<char*>(const_cast<void*>(data)), bytes, 0};
@@ -45,6 +63,16 @@ struct Transfer {
   static Transfer recv(int peer, void* data, size_t bytes) {
     return {Kind::kRecv, peer, static_cast<char*>(data), bytes, 0};
   }
+};
+
+// The header Context::post puts ahead of every non-empty transfer: the size of the message and
+// the call it belongs to. The receiver checks it before it waits for the data.
+struct Frame {
+  struct Wire {
+    uint64_t message_bytes;
+    CallSignature call;
+  } wire{};
+  Transfer transfer;
 };
 
 // What every transport's create() needs.
@@ -78,12 +106,16 @@ class Context {
   void wait(Transfer* t);
   void wait_all(std::vector<Transfer>& transfers);
 
-  // Names the collective in progress, for error messages ("allreduce of 4096 B"). Cheap: the
-  // text is only built when an error needs it. `collective` must be a string literal.
-  void set_operation(const char* collective, size_t bytes) {
+  // Starts a collective call: names it for error messages ("allreduce of 4096 B"; the text is
+  // only built when an error needs it, `collective` must be a string literal) and numbers
+  // `call` (its seq is set here) for the agreement checks.
+  void begin_call(const char* collective, size_t bytes, CallSignature call) {
     collective_ = collective;
     operation_bytes_ = bytes;
+    call.seq = ++calls_;
+    call_ = call;
   }
+  const CallSignature& call() const { return call_; }
   std::string operation() const;
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
@@ -104,6 +136,8 @@ class Context {
   // Tells peers that this rank gave up (best effort, never throws).
   virtual void do_abort() noexcept = 0;
 
+  // Throws kMismatch when a peer's call differs from this rank's, on every rank that sees it.
+  void check_call(int peer, const CallSignature& theirs) const;
   [[noreturn]] void throw_timeout(int peer) const;
   [[noreturn]] void throw_peer_lost(int peer, const std::string& how) const;
 
@@ -115,6 +149,14 @@ class Context {
   const char* collective_ = "setup";
   size_t operation_bytes_ = 0;
   std::string failure_;
+  uint64_t calls_ = 0;
+  CallSignature call_;
+
+ private:
+  Frame* take_frame();
+  void check_frame(const Transfer& t) const;
+  std::vector<std::unique_ptr<Frame>> frames_;  // every header buffer this context made
+  std::vector<Frame*> free_frames_;
 };
 
 // Creates the context of the given (resolved, not kAuto) kind.

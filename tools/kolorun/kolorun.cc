@@ -4,7 +4,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <openssl/rand.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -27,6 +26,7 @@
 
 #include "comm/base/env.h"
 #include "comm/base/error.h"
+#include "comm/net/auth.h"
 #include "tools/kolorun/kolorun_options.h"
 #include "tools/kolorun/kolorun_output.h"
 
@@ -55,16 +55,6 @@ int find_free_port(const std::string& addr) {
   errno = saved;
   if (!ok) KOLO_THROW_ERRNO("cannot find a free port on --addr ", addr, " (or pass --port)");
   return ntohs(sa.sin_port);
-}
-
-std::string make_secret() {
-  unsigned char bytes[32];
-  if (RAND_bytes(bytes, sizeof bytes) != 1)
-    KOLO_THROW(ErrorCode::kIo, "RAND_bytes failed; cannot make KOLO_SECRET (set it yourself)");
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned char b : bytes) hex += {kHex[b >> 4], kHex[b & 15]};
-  return hex;
 }
 
 std::string signal_name(int sig) {
@@ -172,7 +162,10 @@ void Launcher::setup() {
   setenv("KOLO_ADDR", opts_.addr.c_str(), 1);
   setenv("KOLO_PORT", std::to_string(port).c_str(), 1);
   setenv("KOLO_LAUNCHER", "kolorun", 1);
-  if (!env::get("KOLO_SECRET")) setenv("KOLO_SECRET", make_secret().c_str(), 1);
+  // Every job is authenticated: a secret of the user's (KOLO_SECRET, KOLO_SECRET_FILE) or a fresh
+  // one.
+  if (!env::get("KOLO_SECRET") && !env::get("KOLO_SECRET_FILE"))
+    setenv("KOLO_SECRET", net::make_secret().c_str(), 1);
 }
 
 int Launcher::run() {

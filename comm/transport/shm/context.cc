@@ -293,6 +293,7 @@ uint64_t ShmContext::generation() const {
 void ShmContext::arrive(uint64_t generation) {
   if (failed()) KOLO_THROW(ErrorCode::kPeerLost, "communicator already failed: ", failure_);
   tsan_release_generation();
+  header(rank_)->calls[generation % 2] = call_;
   header(rank_)->generation.store(generation, std::memory_order_release);
   for (int p = 0; p < size_; ++p)
     if (p != rank_) ring_doorbell(header(p));
@@ -311,6 +312,8 @@ void ShmContext::wait_generation(uint64_t generation) {
   try {
     wait_for_peers(generation);
     tsan_acquire_generation();
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) check_call(p, header(p)->calls[generation % 2]);
   } catch (const Error& e) {
     fail(e.what());
     throw;

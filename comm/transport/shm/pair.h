@@ -37,6 +37,9 @@ struct alignas(64) SegmentHeader {
   // arrivals at shm barriers; `published` holds buffer addresses (in this rank's address space)
   // that peers read with process_vm_readv once they have seen the matching generation.
   alignas(64) std::atomic<uint64_t> generation;
+  // The call this rank was in when it arrived at a generation (slot generation % 2): peers
+  // compare it with their own once all have arrived (Context::check_call).
+  CallSignature calls[2];
   uint64_t published[kMaxPublished];
   // For each published address that lies in an alloc_shared region: that region, so a peer can
   // map it once and read it with plain loads (id 0: an ordinary buffer, read with CMA).

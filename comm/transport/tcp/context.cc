@@ -4,10 +4,11 @@
 // "tcp/<rank>". Rank i connects to every j < i and accepts from every j > i, so each pair of
 // ranks gets exactly one connection without any further agreement. Every connection opens with
 // the authenticated handshake of net/auth.h, in which the connector names its rank and the
-// communicator (tag) it belongs to. The acceptor logs, closes and forgets a connection that
-// fails it (garbage, wrong secret, wrong communicator, impossible rank): a port scanner or a
-// stray process of another job cannot break setup, and a silent connector holds the acceptor
-// for at most kAcceptHandshakeTimeout.
+// communicator (tag) it belongs to. The acceptor (net::Acceptor) handshakes every incoming
+// connection at once, and refuses, logs and closes one that fails (garbage, wrong secret, wrong
+// communicator, impossible rank): a port scanner or a stray process of another job cannot break
+// setup, and silent connectors are dropped after kAcceptHandshakeTimeout without holding up
+// the others.
 //
 // Data path: waiting progresses every busy pair without blocking, then sleeps in poll() on the
 // busy sockets only (never spins: many ranks may share few cores). No byte moving for the
@@ -20,11 +21,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <optional>
 
 #include "comm/base/env.h"
 #include "comm/base/error.h"
 #include "comm/base/log.h"
 #include "comm/bootstrap/store.h"
+#include "comm/net/acceptor.h"
 #include "comm/net/auth.h"
 
 namespace kolo::transport::tcp {
@@ -36,10 +39,6 @@ constexpr int64_t kDefaultBufferBytes = 4 << 20;
 constexpr auto kAcceptHandshakeTimeout = std::chrono::seconds(5);
 constexpr int kPollCapMs = 100;  // a sleeping wait re-checks its deadline this often
 
-bool is_loopback(const std::string& host) {
-  return host.rfind("127.", 0) == 0 || host == "localhost";
-}
-
 // Where to listen: the explicit option, then KOLO_TCP_ADDR, then loopback when the job's store
 // is on loopback or unknown (a single-host job), else an address other hosts can reach.
 std::string choose_host(const ContextOptions& options) {
@@ -47,7 +46,7 @@ std::string choose_host(const ContextOptions& options) {
   if (auto addr = env::get("KOLO_TCP_ADDR")) return *addr;
   auto store = env::get("KOLO_ADDR");
   if (!store) store = env::get("MASTER_ADDR");
-  if (!store || is_loopback(*store)) return "127.0.0.1";
+  if (!store || net::is_loopback(*store)) return "127.0.0.1";
   return net::routable_address();
 }
 
@@ -94,6 +93,7 @@ void TcpContext::connect_mesh(const ContextOptions& options) {
   KOLO_CHECK_ARG(options.store != nullptr, "the tcp transport needs a rendezvous store");
   net::Deadline deadline = net::deadline_after(options.timeout);
   std::string host = choose_host(options);
+  net::require_secret_for(host, "the tcp transport of rank " + std::to_string(rank_));
   net::Socket listener = net::Socket::listen(host, 0);
   listener.set_buffer_sizes(buffer_bytes_);  // accepted sockets inherit the sizes
   address_ = advertised_host(host) + ":" + std::to_string(listener.local_port());
@@ -125,10 +125,16 @@ void TcpContext::connect_lower(const ContextOptions& options, net::Deadline dead
 
 void TcpContext::accept_higher(net::Socket& listener, const std::string& tag,
                                net::Deadline deadline) {
-  int connected = 0;
-  while (connected < size_ - 1 - rank_) {
-    net::Socket sock = listener.accept(deadline);
-    if (!sock.valid()) {
+  std::vector<bool> claimed(static_cast<size_t>(size_), false);
+  net::Acceptor acceptor(listener, "tcp setup on rank " + std::to_string(rank_),
+                         kAcceptHandshakeTimeout, [&](const net::Hello& hello) {
+                           std::string why = check_hello(hello, tag, claimed);
+                           if (why.empty()) claimed[static_cast<size_t>(hello.rank)] = true;
+                           return why;
+                         });
+  for (int connected = 0; connected < size_ - 1 - rank_; ++connected) {
+    std::optional<net::Accepted> accepted = acceptor.wait(deadline);
+    if (!accepted) {
       std::string missing;
       for (int peer = rank_ + 1; peer < size_; ++peer)
         if (!pairs_[static_cast<size_t>(peer)])
@@ -136,38 +142,21 @@ void TcpContext::accept_higher(net::Socket& listener, const std::string& tag,
       KOLO_THROW(ErrorCode::kTimeout, "tcp setup on rank ", rank_, ": ", missing,
                  " did not connect within the setup timeout (KOLO_TIMEOUT_SECONDS)");
     }
-    if (accept_one(sock, tag, deadline)) ++connected;
-  }  // a refused socket is closed at the end of its iteration
-}
-
-// Handshakes one accepted connection; false (logged) when it is not a peer we expect.
-bool TcpContext::accept_one(net::Socket& sock, const std::string& tag, net::Deadline deadline) {
-  const std::string remote = sock.peer_name();
-  std::string why;
-  try {
-    net::Deadline limit = std::min(deadline, net::Clock::now() + kAcceptHandshakeTimeout);
-    net::Hello hello = net::server_handshake(sock, net::job_secret(), limit);
-    why = check_hello(hello, tag);
-    if (why.empty()) {
-      add_pair(hello.rank, std::move(sock));
-      return true;
-    }
-  } catch (const Error& e) {
-    why = e.code() == ErrorCode::kTimeout ? "no complete handshake in time" : bare_message(e);
+    add_pair(accepted->hello.rank, std::move(accepted->sock));
   }
-  KOLO_LOG(kWarning, "tcp setup on rank ", rank_, ": refused connection from ", remote, ": ", why);
-  return false;
 }
 
-// Why an authenticated Hello is still not one of our peers ("" when it is).
-std::string TcpContext::check_hello(const net::Hello& hello, const std::string& tag) const {
+// Why an authenticated Hello is still not one of our peers ("" when it is); it is refused in
+// the handshake, so the connector learns it too.
+std::string TcpContext::check_hello(const net::Hello& hello, const std::string& tag,
+                                    const std::vector<bool>& claimed) const {
   if (hello.role != net::Role::kTransportPeer)
     return "not a transport peer (role " + std::to_string(static_cast<uint32_t>(hello.role)) + ")";
   if (hello.tag != tag) return "belongs to communicator '" + hello.tag + "', not '" + tag + "'";
   if (hello.rank <= rank_ || hello.rank >= size_)
     return "claims rank " + std::to_string(hello.rank) + ", expected one of " +
            std::to_string(rank_ + 1) + ".." + std::to_string(size_ - 1);
-  if (pairs_[static_cast<size_t>(hello.rank)])
+  if (claimed[static_cast<size_t>(hello.rank)])
     return "claims rank " + std::to_string(hello.rank) + ", which is already connected";
   return "";
 }

@@ -34,8 +34,8 @@ class TcpContext : public Context {
   void connect_mesh(const ContextOptions& options);
   void connect_lower(const ContextOptions& options, net::Deadline deadline);
   void accept_higher(net::Socket& listener, const std::string& tag, net::Deadline deadline);
-  bool accept_one(net::Socket& sock, const std::string& tag, net::Deadline deadline);
-  std::string check_hello(const net::Hello& hello, const std::string& tag) const;
+  std::string check_hello(const net::Hello& hello, const std::string& tag,
+                          const std::vector<bool>& claimed) const;
   void add_pair(int peer, net::Socket sock);
 
   size_t progress_all(const Transfer* t);
