@@ -2,10 +2,12 @@
 // rendezvous environment, forwards their output line by line with a "[rank] " prefix, and stops
 // the whole job as soon as one rank fails or kolorun itself is interrupted.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -27,6 +29,7 @@
 #include "comm/base/env.h"
 #include "comm/base/error.h"
 #include "comm/net/auth.h"
+#include "comm/transport/shm/context.h"
 #include "tools/kolorun/kolorun_options.h"
 #include "tools/kolorun/kolorun_output.h"
 
@@ -105,6 +108,7 @@ class Launcher {
  private:
   void setup();
   void spawn(int rank);
+  void remove_leftover_segments() const;
   [[noreturn]] void exec_rank(int rank, int out_fd, int err_fd, int status_fd);
   void check_exec(int rank, int status_fd);
   void wait_for_events();
@@ -189,7 +193,30 @@ int Launcher::run() {
     finish(r.out);
     finish(r.err);
   }
+  remove_leftover_segments();
   return exit_code_;
+}
+
+// A rank killed while its communicator was being set up can leave its shared-memory segment's
+// name in /dev/shm (comm/transport/shm/context.h). Once the job is over, the names chosen by
+// this job's ranks are removed.
+void Launcher::remove_leftover_segments() const {
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return;
+  int removed = 0;
+  while (dirent* entry = readdir(dir)) {
+    const int pid = transport::shm::segment_creator_pid(entry->d_name);
+    if (pid <= 0) continue;
+    bool ours =
+        std::any_of(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.pid == pid; });
+    if (ours && shm_unlink((std::string("/") + entry->d_name).c_str()) == 0) ++removed;
+  }
+  closedir(dir);
+  if (removed > 0)
+    std::fprintf(stderr,
+                 "kolorun: removed %d shared-memory segment(s) left in /dev/shm by ranks that "
+                 "died during setup\n",
+                 removed);
 }
 
 void Launcher::spawn(int rank) {

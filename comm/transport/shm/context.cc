@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -28,8 +29,18 @@ constexpr uint64_t kMagic = 0x6b6f6c6f73686d31ull;  // "kolo shm1"
 constexpr int kSpinsBeforeSleep = 16;
 constexpr auto kLivenessInterval = std::chrono::milliseconds(50);
 
+// "/kolo-<random>-<pid of the communicator's rank 0>-<rank>": segment_creator_pid() reads it.
 std::string segment_name(const std::string& job, int rank) {
   return "/kolo-" + job + "-" + std::to_string(rank);
+}
+
+// Tests (tests/shm_cleanup_test.sh) kill ranks at the worst moment: KOLO_FAULT_INJECT=
+// shm_created:<rank> (or :all) sends SIGKILL to the rank right after it created its segment,
+// before its peers have mapped it.
+void inject_fault_after_create(int rank) {
+  auto fault = env::get("KOLO_FAULT_INJECT");
+  if (fault && (*fault == "shm_created:all" || *fault == "shm_created:" + std::to_string(rank)))
+    ::raise(SIGKILL);
 }
 
 size_t ring_stride(size_t capacity) {
@@ -56,6 +67,19 @@ void tsan_acquire_generation() {}
 #endif
 
 }  // namespace
+
+int segment_creator_pid(const std::string& entry) {
+  // "kolo-<random>-<pid>-<rank>", as listed in /dev/shm (without the leading slash).
+  if (entry.rfind("kolo-", 0) != 0) return -1;
+  const size_t last = entry.rfind('-');
+  if (last == std::string::npos || last <= 5) return -1;
+  const size_t before = entry.rfind('-', last - 1);
+  if (before == std::string::npos || before < 5 || last - before < 2 || last - before > 10)
+    return -1;
+  const std::string pid = entry.substr(before + 1, last - before - 1);
+  if (pid.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::stoi(pid);
+}
 
 std::unique_ptr<Context> create(const ContextOptions& options) {
   return std::make_unique<ShmContext>(options);
@@ -136,6 +160,7 @@ void ShmContext::map_segments(const ContextOptions& options) {
   h->pid = ::getpid();
   h->magic = kMagic;
   for (int p = 0; p < size_; ++p) new (ring(rank_, p)) RingHeader{};
+  inject_fault_after_create(rank_);
 
   try {
     bootstrap::store_barrier(store, "shm/created", size_, timeout_);
@@ -152,7 +177,9 @@ void ShmContext::map_segments(const ContextOptions& options) {
     }
     bootstrap::store_barrier(store, "shm/mapped", size_, timeout_);
   } catch (...) {
-    ::shm_unlink(own.c_str());
+    // A peer that died before every rank mapped its segment cannot unlink its name: whoever is
+    // left removes every name of this setup (a name already gone is no error).
+    for (int p = 0; p < size_; ++p) ::shm_unlink(segment_name(job, p).c_str());
     throw;
   }
   ::shm_unlink(own.c_str());

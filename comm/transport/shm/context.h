@@ -15,6 +15,11 @@ namespace kolo::transport::shm {
 
 std::unique_ptr<Context> create(const ContextOptions& options);
 
+// The pid of the process that chose the name of a segment, from its /dev/shm entry name
+// ("kolo-..."), or -1 for other names. Segments are unlinked once every rank has mapped them;
+// a rank killed before that leaves its entry, which kolorun removes when the job is over.
+int segment_creator_pid(const std::string& entry);
+
 class ShmContext : public Context, public SharedMemory {
  public:
   explicit ShmContext(const ContextOptions& options);
