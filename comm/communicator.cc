@@ -107,6 +107,22 @@ TransportKind resolve_transport(const CommunicatorOptions& options, int hosts) {
   return requested;
 }
 
+// Ranks that chose another transport would wait for each other in setup, and another
+// algorithm sends other messages: every rank compares them first and fails naming both values.
+void require_same_choices(bootstrap::Store& store, int rank, int size, const std::string& transport,
+                          const std::string& algorithm, std::chrono::milliseconds timeout) {
+  auto all = bootstrap::store_allgather(store, "choices", rank, size, transport + " " + algorithm,
+                                        timeout);
+  std::vector<std::string> transports, algorithms;
+  for (const std::string& choice : all) {
+    size_t space = choice.find(' ');
+    transports.push_back(choice.substr(0, space));
+    algorithms.push_back(space == std::string::npos ? "" : choice.substr(space + 1));
+  }
+  bootstrap::require_same_on_every_rank("the transport (KOLO_TRANSPORT)", transports, rank);
+  bootstrap::require_same_on_every_rank("KOLO_ALGORITHM", algorithms, rank);
+}
+
 // Handshake tags are at most 64 bytes; deep split chains are hashed down.
 std::string bounded_tag(const std::string& tag) {
   if (tag.size() <= 48) return tag;
@@ -165,6 +181,10 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
   comm->cross_size_ = topo.cross_size;
   comm->host_of_rank_ = topo.host_of_rank;
   comm->transport_ = resolve_transport(options, topo.cross_size);
+  const std::string algorithm = env::get_or("KOLO_ALGORITHM", "auto");
+  comm->env_algorithm_ = parse_algorithm(algorithm, "KOLO_ALGORITHM");
+  if (size > 1)
+    require_same_choices(*store, rank, size, transport_name(comm->transport_), algorithm, timeout);
   if (size > 1) {
     // Across hosts, tcp must listen on an address the other hosts can reach.
     const bool remote_peers = topo.cross_size > 1 && !options.store_on_loopback;
@@ -173,8 +193,6 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
     comm->context_ = transport::create_context(comm->transport_, ctx);
     comm->shared_ = comm->context_->shared_memory();
   }
-  if (auto text = env::get("KOLO_ALGORITHM"))
-    comm->env_algorithm_ = parse_algorithm(*text, "KOLO_ALGORITHM");
   KOLO_LOG(kDebug, "communicator ", comm->tag_, ": rank ", rank, " of ", size, ", transport ",
            transport_name(comm->transport_), ", ", topo.cross_size, " host(s)");
   return comm;
