@@ -58,7 +58,9 @@ bool handle_requests(StoreState& state, int conn, std::string& in, std::string& 
   // `at` walks the frames; consumed bytes leave `in` once, at the end.
   size_t at = 0;
   bool ok = true;
-  while (ok && in.size() - at >= kHeaderBytes) {
+  // A client that does not read its replies gets no more answers until it does: the rest of its
+  // requests wait in `in` (and the server stops reading from it, tcp_store.cc).
+  while (ok && out.size() < kMaxQueuedReply && in.size() - at >= kHeaderBytes) {
     const uint8_t cmd = static_cast<uint8_t>(in[at]);
     uint32_t key_len;
     uint64_t value_len;

@@ -21,6 +21,8 @@ inline constexpr uint8_t kSet = 1, kGet = 2, kAdd = 3;
 inline constexpr size_t kHeaderBytes = 1 + 4 + 8;
 inline constexpr uint32_t kMaxKey = 4096;
 inline constexpr uint64_t kMaxValue = 64ull << 20;
+// Replies queued for one connection beyond which its requests wait.
+inline constexpr size_t kMaxQueuedReply = 2 * kMaxValue;
 
 // What the server keeps between requests.
 struct StoreState {
@@ -33,7 +35,8 @@ std::string encode_response(const std::string& value);
 
 // Consumes every complete request at the front of `in`, sent by connection `conn`: applies it
 // to `state` and appends its response to `out`, or, for a get of a missing key, adds `conn` to
-// the key's waiters. A partial request stays in `in` for the next call. Returns false, with
+// the key's waiters. It stops early, leaving requests in `in`, while `out` holds
+// kMaxQueuedReply bytes or more. A partial request stays in `in` for the next call. Returns false, with
 // `why` saying what was wrong, when the connection must be closed: an unknown command, a key or
 // value over kMaxKey / kMaxValue, an add whose value is not 8 bytes or whose key does not hold
 // an integer (or that overflows). Requests before the bad one have been applied.

@@ -20,8 +20,6 @@ namespace kolo::bootstrap {
 namespace {
 
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
-// Replies queued for one client beyond which its requests are no longer read.
-constexpr size_t kMaxQueuedReply = 2 * kMaxValue;
 
 // Without a job secret the store listens on loopback only (unless KOLO_INSECURE=1).
 net::Socket listen_for_store(const std::string& host, int port) {

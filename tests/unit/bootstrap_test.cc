@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 #include <optional>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "comm/bootstrap/host.h"
 #include "comm/bootstrap/launch_env.h"
 #include "comm/bootstrap/store.h"
+#include "comm/bootstrap/store_protocol.h"
 #include "comm/bootstrap/tcp_store.h"
 #include "comm/net/auth.h"
 #include "tests/unit/expect_error.h"
@@ -238,6 +240,27 @@ TEST(Store, IdleStrangersCannotKeepAClientOut) {
   client.set("k", "v");
   EXPECT_EQ(client.get("k", 1s), "v");
   for (int fd : strangers) ::close(fd);
+}
+
+// A client that sends gets and never reads the replies: before, every reply was queued (a few
+// hundred 64 MiB replies from one 64 KiB read). Now answering stops at kMaxQueuedReply.
+TEST(Store, RepliesNobodyReadsStayBounded) {
+  bootstrap::StoreState state;
+  state.values["big"] = std::string(bootstrap::kMaxValue, 'x');
+  std::string frame(bootstrap::kHeaderBytes, '\0');
+  frame[0] = static_cast<char>(bootstrap::kGet);
+  uint32_t key_len = 3;
+  std::memcpy(frame.data() + 1, &key_len, 4);
+  frame += "big";
+  std::string in, out, why;
+  for (int i = 0; i < 10; ++i) in += frame;
+  ASSERT_TRUE(bootstrap::handle_requests(state, 7, in, out, why)) << why;
+  EXPECT_GE(out.size(), bootstrap::kMaxQueuedReply);
+  EXPECT_LT(out.size(), bootstrap::kMaxQueuedReply + bootstrap::kMaxValue + 9);
+  EXPECT_EQ(in.size(), 8 * frame.size()) << "the unanswered requests wait";
+  out.clear();  // the client read its replies
+  ASSERT_TRUE(bootstrap::handle_requests(state, 7, in, out, why)) << why;
+  EXPECT_EQ(in.size(), 6 * frame.size());
 }
 
 TEST(Store, BarrierAndAllgather) {
