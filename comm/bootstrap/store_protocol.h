@@ -36,9 +36,9 @@ std::string encode_response(const std::string& value);
 // Consumes every complete request at the front of `in`, sent by connection `conn`: applies it
 // to `state` and appends its response to `out`, or, for a get of a missing key, adds `conn` to
 // the key's waiters. It stops early, leaving requests in `in`, while `out` holds
-// kMaxQueuedReply bytes or more. A partial request stays in `in` for the next call. Returns false, with
-// `why` saying what was wrong, when the connection must be closed: an unknown command, a key or
-// value over kMaxKey / kMaxValue, an add whose value is not 8 bytes or whose key does not hold
+// kMaxQueuedReply bytes or more. A partial request stays in `in` for the next call. Returns false,
+// with `why` saying what was wrong, when the connection must be closed: an unknown command, a key
+// or value over kMaxKey / kMaxValue, an add whose value is not 8 bytes or whose key does not hold
 // an integer (or that overflows). Requests before the bad one have been applied.
 bool handle_requests(StoreState& state, int conn, std::string& in, std::string& out,
                      std::string& why);
