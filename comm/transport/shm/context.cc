@@ -319,8 +319,8 @@ uint64_t ShmContext::generation() const {
 
 void ShmContext::arrive(uint64_t generation) {
   if (failed()) KOLO_THROW(ErrorCode::kPeerLost, "communicator already failed: ", failure_);
-  tsan_release_generation();
   header(rank_)->calls[generation % 2] = call_;
+  tsan_release_generation();
   header(rank_)->generation.store(generation, std::memory_order_release);
   for (int p = 0; p < size_; ++p)
     if (p != rank_) ring_doorbell(header(p));
