@@ -2,6 +2,14 @@
 # (find_package(kolo) gives kolo::kolo) and a pkg-config file (pkg-config --cflags --libs kolo).
 include(CMakePackageConfigHelpers)
 
+# A sanitized libkolo (KOLO_SANITIZE) needs the sanitizer's runtime linked into every program that
+# uses it (AddressSanitizer's must load first): consumers get the flag from kolo::kolo and kolo.pc.
+set(KOLO_PC_LINK_OPTIONS "")
+if(KOLO_SANITIZE)
+  target_link_options(kolo INTERFACE -fsanitize=${KOLO_SANITIZE})
+  set(KOLO_PC_LINK_OPTIONS " -fsanitize=${KOLO_SANITIZE}")
+endif()
+
 install(TARGETS kolo EXPORT koloTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

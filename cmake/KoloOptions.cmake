@@ -4,6 +4,9 @@ option(KOLO_WERROR "Treat compiler warnings as errors (CI turns this on)" OFF)
 option(KOLO_BUILD_TESTS "Build the test suite" ON)
 set(KOLO_SANITIZE "" CACHE STRING "Sanitizer: address, undefined, thread or empty")
 set_property(CACHE KOLO_SANITIZE PROPERTY STRINGS "" address undefined thread)
+# libFuzzer targets of kolo's parsers (tests/fuzz/, run by scripts/fuzz.sh); Clang only. They
+# carry their own -fsanitize=fuzzer,address,undefined; the rest of the build is unchanged.
+option(KOLO_FUZZ "Build the libFuzzer targets in tests/fuzz (needs Clang)" OFF)
 
 # kolo_dependency(NAME FOUND_VAR): resolves KOLO_WITH_NAME from AUTO/ON/OFF and FOUND_VAR.
 macro(kolo_dependency name found)
@@ -46,6 +49,34 @@ if(PkgConfig_FOUND)
   pkg_check_modules(OPENBLAS QUIET IMPORTED_TARGET openblas)
 endif()
 kolo_dependency(OPENBLAS OPENBLAS_FOUND)
+# Python bindings (bindings/python: kolo._core, kolo.torch) for /usr/bin/python3 by default
+# (Debian: pybind11-dev, python3-dev; kolo.torch needs python3-torch); another interpreter with
+# -DPython_EXECUTABLE=... A sanitizer build skips them under AUTO: the interpreter would need
+# the sanitizer's runtime preloaded.
+set(KOLO_PYTHON_FOUND OFF)
+set(KOLO_PYTHON_MISSING "")
+if(KOLO_SANITIZE AND NOT KOLO_WITH_PYTHON STREQUAL "ON")
+  set(KOLO_PYTHON_MISSING "KOLO_SANITIZE=${KOLO_SANITIZE} (set KOLO_WITH_PYTHON=ON to build them)")
+elseif(NOT KOLO_WITH_PYTHON STREQUAL "OFF")
+  if(NOT DEFINED Python_EXECUTABLE AND EXISTS /usr/bin/python3)
+    set(Python_EXECUTABLE /usr/bin/python3)
+  endif()
+  find_package(Python 3.8 COMPONENTS Interpreter Development.Module QUIET)
+  if(NOT Python_FOUND)
+    set(KOLO_PYTHON_MISSING "no Python with development headers (Debian: python3-dev)")
+  else()
+    find_package(pybind11 2.6 CONFIG QUIET)
+    if(NOT pybind11_FOUND)
+      set(KOLO_PYTHON_MISSING "pybind11 not found (Debian: pybind11-dev)")
+    else()
+      set(KOLO_PYTHON_FOUND ON)
+    endif()
+  endif()
+endif()
+if(KOLO_PYTHON_MISSING)
+  message(STATUS "kolo: Python bindings skipped: ${KOLO_PYTHON_MISSING}")
+endif()
+kolo_dependency(PYTHON KOLO_PYTHON_FOUND)
 # Planned back ends with nothing behind them yet: asking for one is refused rather than
 # accepted and ignored (the UCX transport and the CUDA/NCCL path are later issues).
 foreach(planned UCX CUDA NCCL)
@@ -60,5 +91,25 @@ if(KOLO_SANITIZE)
     message(FATAL_ERROR "KOLO_SANITIZE='${KOLO_SANITIZE}': expected address, undefined or thread")
   endif()
   add_compile_options(-fsanitize=${KOLO_SANITIZE} -fno-omit-frame-pointer)
+  if(KOLO_SANITIZE STREQUAL "undefined")
+    # Undefined behaviour stops the program instead of printing and carrying on, so a report
+    # fails its test (scripts/sanitize.sh).
+    add_compile_options(-fno-sanitize-recover=undefined)
+  endif()
   add_link_options(-fsanitize=${KOLO_SANITIZE})
+endif()
+
+if(KOLO_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "KOLO_FUZZ=ON needs Clang (libFuzzer), but the C++ compiler is "
+                        "${CMAKE_CXX_COMPILER_ID}: configure a fresh build directory with "
+                        "CC=clang CXX=clang++ (scripts/fuzz.sh does)")
+  endif()
+  if(KOLO_SANITIZE STREQUAL "thread")
+    message(FATAL_ERROR "KOLO_FUZZ=ON builds with AddressSanitizer, which cannot be combined "
+                        "with KOLO_SANITIZE=thread")
+  endif()
+  if(NOT KOLO_BUILD_TESTS)
+    message(FATAL_ERROR "KOLO_FUZZ=ON needs KOLO_BUILD_TESTS=ON (the targets are in tests/fuzz)")
+  endif()
 endif()

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKOLO_WERROR=ON \
-      -DKOLO_SANITIZE=thread -DKOLO_WITH_OPENBLAS=OFF >/dev/null
+      -DKOLO_SANITIZE=thread >/dev/null
 cmake --build build-tsan -j "$(nproc)" --target kolo_unit_tests
 # halt_on_error: the first race fails the run; second_deadlock_stack: readable lock reports.
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"

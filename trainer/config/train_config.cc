@@ -336,7 +336,7 @@ nlohmann::json read_config_file(const std::string& path) {
   text << in.rdbuf();
   try {
     return nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error; out_of_range for 1e400
     KOLO_THROW(ErrorCode::kInvalidArgument, "config file ", path, ": not valid JSON: ", e.what());
   }
 }
@@ -345,6 +345,13 @@ void apply_override(nlohmann::json& config, std::string_view assignment) {
   const size_t eq = assignment.find('=');
   KOLO_CHECK_ARG(eq != std::string_view::npos, "config override '", assignment,
                  "': expected key.path=value");
+  // nlohmann-json stores any bytes in a string but cannot write them back unless they are
+  // UTF-8 (type_error 316), and the config is written into every checkpoint's index.
+  try {
+    (void)nlohmann::json(std::string(assignment)).dump();
+  } catch (const nlohmann::json::type_error&) {
+    KOLO_THROW(ErrorCode::kInvalidArgument, "config override '", assignment, "': not valid UTF-8");
+  }
   const std::string_view path = assignment.substr(0, eq);
   const std::string value(assignment.substr(eq + 1));
   if (config.is_null()) config = nlohmann::json::object();

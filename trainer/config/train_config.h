@@ -135,8 +135,8 @@ nlohmann::json read_config_file(const std::string& path);
 
 // Applies "dotted.path=value" to config: the value is parsed as JSON when it is valid JSON
 // (3e-4, true, [0.9,0.95], {"a":1}), else taken as a string; missing objects on the path are
-// created. Throws kInvalidArgument when there is no '=', a path segment is empty, or the path
-// runs through a value that is not an object.
+// created. Throws kInvalidArgument when there is no '=', the text is not UTF-8, a path segment
+// is empty, or the path runs through a value that is not an object.
 void apply_override(nlohmann::json& config, std::string_view assignment);
 
 // read_config_file + apply_override for each + parse_train_config. An empty path starts from

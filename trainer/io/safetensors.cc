@@ -187,6 +187,14 @@ SafetensorsFile SafetensorsFile::header_only(std::string path) {
   return file;
 }
 
+SafetensorsFile SafetensorsFile::from_bytes(std::string name, std::vector<uint8_t> bytes) {
+  SafetensorsFile file;
+  file.path_ = std::move(name);
+  file.buffer_ = std::move(bytes);
+  file.parse(file.buffer_.size());
+  return file;
+}
+
 void SafetensorsFile::parse(size_t file_bytes) {
   KOLO_CHECK_ARG(file_bytes >= 8 && buffer_.size() >= 8, path_, ": ", file_bytes,
                  " bytes, too short for a safetensors file");

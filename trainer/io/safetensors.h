@@ -47,6 +47,9 @@ class SafetensorsFile {
   // Only the header: entries carry their file offset and no data (read them with pread), so a
   // reader that needs a few ranges of a large file does not load it whole.
   static SafetensorsFile header_only(std::string path);
+  // A whole file's bytes already in memory, with the same checks; `name` stands for the path
+  // in messages.
+  static SafetensorsFile from_bytes(std::string name, std::vector<uint8_t> bytes);
 
   const std::string& path() const { return path_; }
   const std::vector<Entry>& tensors() const { return entries_; }  // in file (offset) order

@@ -1,0 +1,80 @@
+// kolo._core's module: the enums, the build facts and the translation of kolo::Error into the
+// exception classes of kolo/errors.py (imported lazily: kolo/__init__.py imports _core first).
+#include "bindings/python/src/core.h"
+
+#include "comm/base/dtype.h"
+#include "comm/base/reduce_op.h"
+#include "fusion/engine.h"
+#include "kolo_config.h"
+
+namespace kolo::python {
+namespace {
+
+// Sets the Python error for a kolo::Error; RuntimeError if kolo.errors cannot be imported.
+void set_python_error(ErrorCode code, const char* text) {
+  try {
+    py::object cls = py::module_::import("kolo.errors").attr("error_class")(error_code_name(code));
+    PyErr_SetString(cls.ptr(), text);
+  } catch (py::error_already_set&) {
+    PyErr_SetString(PyExc_RuntimeError, text);
+  }
+}
+
+void bind_enums(py::module_& m) {
+  py::enum_<DType>(m, "DType", "Element types of the tensors kolo moves.")
+      .value("FLOAT32", DType::kFloat32)
+      .value("FLOAT64", DType::kFloat64)
+      .value("FLOAT16", DType::kFloat16)
+      .value("BFLOAT16", DType::kBFloat16)
+      .value("INT32", DType::kInt32)
+      .value("INT64", DType::kInt64)
+      .value("UINT8", DType::kUInt8);
+  py::enum_<ReduceOp>(m, "ReduceOp", "Reductions of allreduce and reduce_scatter.")
+      .value("SUM", ReduceOp::kSum)
+      .value("AVERAGE", ReduceOp::kAverage)
+      .value("MIN", ReduceOp::kMin)
+      .value("MAX", ReduceOp::kMax)
+      .value("PRODUCT", ReduceOp::kProduct);
+  py::enum_<engine::Compression>(m, "Compression", "What an engine allreduce puts on the wire.")
+      .value("NONE", engine::Compression::kNone)
+      .value("FP16", engine::Compression::kFp16)
+      .value("BF16", engine::Compression::kBf16);
+  m.def(
+      "dtype_size", [](DType d) { return dtype_size(d); }, "Bytes per element.");
+  m.def(
+      "dtype_name", [](DType d) { return std::string(dtype_name(d)); }, "e.g. 'float32'.");
+}
+
+}  // namespace
+
+void invalid(const std::string& message) {
+  throw Error(ErrorCode::kInvalidArgument, message);
+}
+
+void register_errors(py::module_&) {
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      set_python_error(e.code(), e.what());
+    }
+  });
+}
+
+}  // namespace kolo::python
+
+PYBIND11_MODULE(_core, m) {
+  namespace py = pybind11;
+  m.doc() = "kolo's C++ core: Communicator, Engine and Handle (see docs/python.md).";
+  kolo::python::register_errors(m);
+  kolo::python::bind_enums(m);
+  kolo::python::bind_communicator(m);
+  kolo::python::bind_engine(m);
+  m.attr("__version__") = KOLO_VERSION;
+  py::dict build;
+  build["mpi"] = static_cast<bool>(KOLO_HAVE_MPI);
+  build["gloo"] = false;  // kolo's collectives are its own; Gloo is only a benchmark baseline
+  build["nccl"] = false;
+  build["cuda"] = false;
+  m.attr("build_info") = build;
+}

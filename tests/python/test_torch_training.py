@@ -1,0 +1,209 @@
+"""kolo.torch's training helpers against one-process computations: DistributedOptimizer on a
+rank's slice of the batch matches plain SGD on the whole batch (with groups, gradient
+accumulation, predivision, Sum, compression, explicit synchronize), broadcast_parameters and
+broadcast_optimizer_state make ranks equal, and SyncBatchNorm matches BatchNorm on the whole
+batch. Everything in float64, so that the comparisons are tight."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kolo.torch as hvd
+
+ROWS = 4  # rows of the batch per rank
+
+
+def make_model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(),
+                               torch.nn.Linear(5, 2)).double()
+
+
+def global_batch(step):
+    """The same on every rank; rank r trains on rows [ROWS r, ROWS (r + 1))."""
+    g = torch.Generator().manual_seed(100 + step)
+    n = hvd.size()
+    x = torch.randn(ROWS * n, 6, generator=g, dtype=torch.float64)
+    return x, torch.randn(ROWS * n, 2, generator=g, dtype=torch.float64)
+
+
+def reference(steps, lr=0.1):
+    model = make_model(seed=0)
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    for step in range(steps):
+        x, y = global_batch(step)
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+    return model
+
+
+def train(steps=3, lr=0.1, passes=1, explicit_sync=False, groups_of=None, **options):
+    r = hvd.rank()
+    model = make_model(seed=r)  # different on every rank until the broadcast
+    if groups_of is not None:
+        options["groups"] = groups_of(model)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9),
+                                   named_parameters=model.named_parameters(),
+                                   backward_passes_per_step=passes, **options)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    for step in range(steps):
+        x, y = global_batch(step)
+        xs, ys = x[ROWS * r:ROWS * (r + 1)], y[ROWS * r:ROWS * (r + 1)]
+        opt.zero_grad()
+        for part in range(passes):  # equal parts: their mean losses average to the slice's
+            rows = slice(part * ROWS // passes, (part + 1) * ROWS // passes)
+            (F.mse_loss(model(xs[rows]), ys[rows]) / passes).backward()
+        if explicit_sync:
+            opt.synchronize()
+            with opt.skip_synchronize():
+                opt.step()
+        else:
+            opt.step()
+    return model
+
+
+CASES = {
+    "average": {},
+    "num_groups": {"num_groups": 2},
+    "groups": {"groups_of": lambda model: [list(model[0].parameters())]},
+    "accumulate": {"passes": 2},
+    "predivide": {"gradient_predivide_factor": 2.0},
+    "sum": {"op": hvd.Sum, "lr_scale": True},
+    "explicit_synchronize": {"explicit_sync": True},
+    "fp16": {"compression": hvd.Compression.fp16, "tolerance": 2e-3},
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_distributed_optimizer_matches_whole_batch(case):
+    options = dict(CASES[case])
+    tolerance = options.pop("tolerance", 1e-10)
+    lr = 0.1 / hvd.size() if options.pop("lr_scale", False) else 0.1
+    model = train(lr=lr, **options)
+    want = reference(steps=3)
+    for (name, got), expected in zip(model.named_parameters(), want.parameters()):
+        assert torch.allclose(got, expected, atol=tolerance, rtol=0), (case, name)
+
+
+def test_explicit_groups_and_unused_parameters():
+    r, n = hvd.rank(), hvd.size()
+    shared = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+    only_rank0 = torch.nn.Parameter(torch.ones(2, dtype=torch.float64))
+    last = torch.nn.Parameter(torch.ones(1, dtype=torch.float64))
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD([shared, only_rank0, last], lr=1.0),
+        named_parameters=[("shared", shared), ("only_rank0", only_rank0), ("last", last)],
+        groups=[[shared, only_rank0]])
+    loss = (shared * (r + 1)).sum() + last.sum() * 2
+    if r == 0:
+        loss = loss + (only_rank0 * 3).sum()
+    loss.backward()
+    with pytest.raises(AssertionError, match="zero_grad"):
+        opt.zero_grad()
+    opt.synchronize()
+    assert torch.allclose(shared.grad, torch.full((3,), (n + 1) / 2, dtype=torch.float64))
+    assert torch.allclose(only_rank0.grad, torch.full((2,), 3.0 / n, dtype=torch.float64))
+    assert torch.allclose(last.grad, torch.full((1,), 2.0, dtype=torch.float64))
+    with opt.skip_synchronize():
+        opt.step()
+    assert torch.allclose(shared, torch.full((3,), 1 - (n + 1) / 2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("sparse_as_dense", [False, True])
+def test_sparse_gradients(sparse_as_dense):
+    r, n = hvd.rank(), hvd.size()
+    embedding = torch.nn.Embedding(8, 3, sparse=True).double()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(embedding.parameters(), lr=1.0),
+                                   named_parameters=embedding.named_parameters(),
+                                   sparse_as_dense=sparse_as_dense)
+    embedding(torch.tensor([r, 7])).sum().backward()
+    opt.synchronize()
+    want = torch.zeros(8, 3, dtype=torch.float64)
+    want[:n] = 1.0 / n  # row q: rank q's lookup, averaged
+    want[7] = 1.0       # every rank's
+    assert embedding.weight.grad.is_sparse != sparse_as_dense
+    assert torch.allclose(embedding.weight.grad.to_dense(), want)
+
+
+def test_distributed_optimizer_refuses_what_horovod_refuses():
+    p, q = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.ones(2))
+    with pytest.raises(ValueError, match="unique"):
+        hvd.DistributedOptimizer(torch.optim.SGD([p, q], lr=1),
+                                 named_parameters=[("a", p), ("a", q)])
+    with pytest.raises(ValueError, match="not named"):
+        hvd.DistributedOptimizer(torch.optim.SGD([p], lr=1), named_parameters=[])
+    with pytest.raises(ValueError, match="predivide"):
+        hvd.DistributedOptimizer(torch.optim.SGD([p], lr=1), op=hvd.Sum,
+                                 gradient_predivide_factor=2.0)
+    with pytest.raises(NotImplementedError, match="Adasum"):
+        hvd.DistributedOptimizer(torch.optim.SGD([p], lr=1), op=hvd.Adasum)
+
+
+def adam_after_one_step(r):
+    """Rank r's model and Adam after one step with gradients r + 1."""
+    model = make_model(seed=10 + r)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01 * (r + 1), betas=(0.9, 0.99 - 0.01 * r))
+    for p in model.parameters():
+        p.grad = torch.full_like(p, float(r + 1))
+    opt.step()
+    return model, opt
+
+
+def test_broadcast_parameters_and_optimizer_state():
+    model, opt = adam_after_one_step(hvd.rank())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    root, _ = adam_after_one_step(0)
+    for got, want in zip(model.state_dict().values(), root.state_dict().values()):
+        assert torch.equal(got, want)
+    assert opt.param_groups[0]["lr"] == 0.01 and opt.param_groups[0]["betas"] == (0.9, 0.99)
+    for p in model.parameters():
+        state = opt.state[p]
+        assert torch.allclose(state["exp_avg"], torch.full_like(p, 0.1))  # (1 - 0.9) * 1
+        gathered = hvd.allgather(state["exp_avg_sq"].unsqueeze(0))
+        assert all(torch.equal(g, gathered[0]) for g in gathered)
+
+
+def test_broadcast_optimizer_state_initializes_fresh_state():
+    model = make_model(seed=3)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = hvd.DistributedOptimizer(
+        torch.optim.Adam(model.parameters(), lr=0.001 * (1 + hvd.rank())),
+        named_parameters=model.named_parameters())
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert opt.param_groups[0]["lr"] == 0.001
+    assert all("exp_avg" in opt.state[p] for p in model.parameters())
+
+
+def test_sync_batch_norm_matches_batch_norm_on_the_whole_batch():
+    r, n = hvd.rank(), hvd.size()
+    g = torch.Generator().manual_seed(7)
+    rows = [q + 2 for q in range(n)]  # uneven batches
+    x_all = torch.randn(sum(rows), 3, 4, generator=g, dtype=torch.float64)
+    grad_all = torch.randn(sum(rows), 3, 4, generator=g, dtype=torch.float64)
+    first = sum(rows[:r])
+    mine = slice(first, first + rows[r])
+
+    ref = torch.nn.BatchNorm1d(3).double()
+    sync = hvd.SyncBatchNorm(3).double()
+    with torch.no_grad():
+        for bn in (ref, sync):
+            bn.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+            bn.bias.copy_(torch.tensor([0.1, -0.2, 0.3]))
+    x_ref = x_all.clone().requires_grad_()
+    out_ref = ref(x_ref)
+    (out_ref * grad_all).sum().backward()
+    x = x_all[mine].clone().requires_grad_()
+    out = sync(x)
+    (out * grad_all[mine]).sum().backward()
+
+    assert torch.allclose(out, out_ref.detach()[mine], atol=1e-10)
+    assert torch.allclose(x.grad, x_ref.grad[mine], atol=1e-10)
+    weight_grad = hvd.allreduce(sync.weight.grad, op=hvd.Sum)
+    assert torch.allclose(weight_grad, ref.weight.grad, atol=1e-10)
+    assert torch.allclose(sync.running_mean, ref.running_mean, atol=1e-12)
+    assert torch.allclose(sync.running_var, ref.running_var, atol=1e-12)
+    sync.eval()
+    ref.eval()
+    assert torch.allclose(sync(x_all[mine]), ref(x_all[mine]), atol=1e-12)
