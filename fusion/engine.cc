@@ -97,6 +97,24 @@ void check_submission(const Engine::Impl::Submission& op) {
                  ": the output buffer is null");
 }
 
+// alltoall: no splits means equal ones; there must be one per rank of the set, none negative,
+// adding up to the rows.
+void check_alltoall_splits(Request& r, int set_size) {
+  const int64_t rows = r.shape.empty() ? 1 : r.shape[0];
+  if (r.splits.empty()) {
+    KOLO_CHECK_ARG(rows % set_size == 0, "alltoall of '", r.name, "': ", rows,
+                   " rows do not divide evenly over ", set_size, " ranks; pass splits");
+    r.splits.assign(static_cast<size_t>(set_size), rows / set_size);
+  }
+  KOLO_CHECK_EQ(static_cast<int64_t>(r.splits.size()), static_cast<int64_t>(set_size),
+                ErrorCode::kInvalidArgument, "alltoall of '" + r.name + "': splits per rank");
+  for (int64_t split : r.splits)  // a negative split would pass the sum check below
+    KOLO_CHECK_ARG(split >= 0 && split <= rows, "alltoall of '", r.name, "': split ", split,
+                   " is not in [0, ", rows, "]");
+  KOLO_CHECK_EQ(std::accumulate(r.splits.begin(), r.splits.end(), int64_t{0}), rows,
+                ErrorCode::kInvalidArgument, "alltoall of '" + r.name + "': sum of splits vs rows");
+}
+
 }  // namespace
 
 std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int set, bool one_state) {
@@ -110,6 +128,8 @@ std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int se
   KOLO_CHECK_ARG(set >= 0 && set < static_cast<int>(sets_.size()) && sets_[set], "process set ",
                  set, " does not exist on rank ", world_->rank());
   const int set_size = sets_[set]->comm ? sets_[set]->comm->size() : world_->size();
+  for (Submission& op : ops)
+    if (op.request.type == OpType::kAlltoall) check_alltoall_splits(op.request, set_size);
   for (const Submission& op : ops)
     KOLO_CHECK_ARG(op.request.type != OpType::kBroadcast ||
                        (op.request.root >= 0 && op.request.root < set_size),

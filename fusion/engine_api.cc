@@ -69,22 +69,8 @@ Handle Engine::broadcast(const std::string& name, TensorView tensor, int root,
 }
 
 Handle Engine::alltoall(const std::string& name, TensorView input, const OpOptions& options) {
-  OpOptions o = options;
-  const int n = communicator().size();
-  const int64_t rows = input.shape.empty() ? 1 : input.shape[0];
-  if (o.splits.empty()) {
-    KOLO_CHECK_ARG(rows % n == 0, "alltoall of '", name, "': ", rows,
-                   " rows do not divide evenly over ", n, " ranks; pass splits");
-    o.splits.assign(static_cast<size_t>(n), rows / n);
-  }
-  KOLO_CHECK_EQ(static_cast<int64_t>(o.splits.size()), static_cast<int64_t>(n),
-                ErrorCode::kInvalidArgument, "alltoall of '" + name + "': splits per rank");
-  for (int64_t split : o.splits)  // a negative split would pass the sum check below
-    KOLO_CHECK_ARG(split >= 0 && split <= rows, "alltoall of '", name, "': split ", split,
-                   " is not in [0, ", rows, "]");
-  KOLO_CHECK_EQ(std::accumulate(o.splits.begin(), o.splits.end(), int64_t{0}), rows,
-                ErrorCode::kInvalidArgument, "alltoall of '" + name + "': sum of splits vs rows");
-  return impl_->submit(make_request(name, OpType::kAlltoall, input, o), input, {},
+  // The splits are checked against the process set's size when the op is submitted.
+  return impl_->submit(make_request(name, OpType::kAlltoall, input, options), input, {},
                        options.process_set);
 }
 

@@ -128,6 +128,23 @@ TEST(Engine, ProcessSetsReduceAmongTheirMembersOnly) {
     }
     eng.allreduce("all", tv, tv).check();
     EXPECT_EQ(v[0], 10.0f);  // after "evens": 4 + 2 + 4
+    if (comm.rank() != 1) {
+      // Splits are per rank of the set (2 here), not of the world (3): they were refused.
+      std::vector<int32_t> rows{comm.rank(), comm.rank(), comm.rank()};
+      TensorView rv{rows.data(), DType::kInt32, {3}};
+      in_set.splits = {1, 2};
+      Handle h = eng.alltoall("evens_a2a", rv, in_set);
+      h.check();
+      const auto* got = reinterpret_cast<const int32_t*>(h.output().data());
+      // Set rank 0 (world 0) gets 1 row from each: {0, 2}; set rank 1 gets 2 from each.
+      const size_t expected_rows = comm.rank() == 0 ? 2 : 4;
+      EXPECT_EQ(h.output().size(), expected_rows * sizeof(int32_t));
+      if (h.output().size() == expected_rows * sizeof(int32_t)) {
+        EXPECT_EQ(got[0], 0);
+        EXPECT_EQ(got[expected_rows - 1], 2);
+      }
+    }
+    eng.allreduce("done", tv, tv).check();  // rank 1 keeps its engine until the set is done
     return 0;
   });
 }
