@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -81,6 +82,34 @@ TEST(Auth, AClientRefusesAnAcceptorThatCannotProveTheSecret) {
       ErrorCode::kAuth);
   EXPECT_NE(message.find("could not prove the job secret"), std::string::npos) << message;
   impostor.join();
+}
+
+// A store that passes the handshake and then answers with a length no store would send: the
+// client refused to believe it only once it checked replies (before, it allocated 2^40 bytes).
+TEST(Auth, AStoreClientChecksTheRepliesItGets) {
+  net::Socket listener = net::Socket::listen("127.0.0.1", 0);
+  std::thread server([&] {
+    net::Acceptor acceptor(listener, "fake store", seconds(5), nullptr);
+    auto accepted = acceptor.wait(net::deadline_after(seconds(20)));
+    if (!accepted) return;
+    auto deadline = net::deadline_after(seconds(20));
+    char request[13 + 3];  // set of key "key" and an empty value
+    accepted->sock.recv_all(request, sizeof request, deadline);
+    char reply[9] = {0};
+    const uint64_t huge = uint64_t{1} << 40;
+    std::memcpy(reply + 1, &huge, 8);
+    accepted->sock.send_all(reply, sizeof reply, deadline);
+    char byte;
+    try {
+      accepted->sock.recv_all(&byte, 1, deadline);  // until the client hangs up
+    } catch (const Error&) {
+    }
+  });
+  bootstrap::TcpStore store("127.0.0.1", listener.local_port(), 1, seconds(10));
+  std::string message = error_message([&] { store.set("key", ""); }, ErrorCode::kIo);
+  EXPECT_NE(message.find("malformed reply (status 0, length 1099511627776)"), std::string::npos)
+      << message;
+  server.join();
 }
 
 // The tcp transport's acceptor checks the communicator and rank before it answers, so the
