@@ -2,8 +2,13 @@
 
 A Horovod training script runs unchanged after `import kolo.torch as hvd`; start it with
 `kolorun -np N python3 train.py` (or mpirun, torchrun, Slurm). See docs/python.md for the list
-and for where kolo differs from Horovod.
+and for where kolo differs from Horovod. kolo.torch.distributed (imported here when built) is
+torch.distributed's "kolo" backend, for DistributedDataParallel.
 """
+import importlib.util
+
+import torch as _torch
+
 from kolo.errors import (HorovodInternalError, InvalidArgumentError, KoloError, MismatchError,
                          PeerLostError)
 from kolo.torch.basics import (ccl_built, cross_rank, cross_size, cuda_built, ddl_built,
@@ -29,6 +34,11 @@ from kolo.torch.functions import (allgather_object, broadcast_object, broadcast_
                                   broadcast_parameters)
 from kolo.torch.optimizer import DistributedOptimizer
 from kolo.torch.sync_batch_norm import SyncBatchNorm
+
+# torch.distributed's "kolo" backend, when kolo was built with libtorch (KOLO_WITH_TORCH) and
+# this torch has torch.distributed.
+if importlib.util.find_spec("kolo._c10d") is not None and _torch.distributed.is_available():
+    from kolo.torch import distributed  # noqa: F401 (registers the backend)
 
 __all__ = [
     # errors

@@ -1,0 +1,51 @@
+// C10dStore: kolo's store calls (set, get with a deadline, add) on a c10d::Store.
+#include "bindings/python/c10d/store.h"
+
+#include <exception>
+
+#include "comm/base/error.h"
+
+namespace kolo::c10d_backend {
+namespace {
+
+// Runs a store call; torch's exceptions (c10::Error, std::runtime_error) become kolo::Error.
+template <typename Fn>
+auto translated(const std::string& what, const std::string& key, Fn fn) {
+  try {
+    return fn();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    KOLO_THROW(ErrorCode::kPeerLost, "the torch.distributed store failed in ", what, " of '", key,
+               "' (the rank hosting it may be gone): ", e.what());
+  }
+}
+
+}  // namespace
+
+void C10dStore::set(const std::string& key, const std::string& value) {
+  translated("set", key,
+             [&] { store_->set(key, std::vector<uint8_t>(value.begin(), value.end())); });
+}
+
+std::string C10dStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    store_->wait({key}, timeout);
+  } catch (const std::exception& e) {
+    // c10d stores say "timeout" in several ways; the clock tells a timeout from a lost store.
+    if (std::chrono::steady_clock::now() - start >= timeout)
+      KOLO_THROW(ErrorCode::kTimeout, "no rank set '", key,
+                 "' in the torch.distributed store within ", timeout.count(), " ms: ", e.what());
+    KOLO_THROW(ErrorCode::kPeerLost, "the torch.distributed store failed in a wait for '", key,
+               "' (the rank hosting it may be gone): ", e.what());
+  }
+  std::vector<uint8_t> value = translated("get", key, [&] { return store_->get(key); });
+  return std::string(value.begin(), value.end());
+}
+
+int64_t C10dStore::add(const std::string& key, int64_t delta) {
+  return translated("add", key, [&] { return store_->add(key, delta); });
+}
+
+}  // namespace kolo::c10d_backend

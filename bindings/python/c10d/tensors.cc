@@ -1,0 +1,120 @@
+// The checks and buffers of tensors.h.
+#include "bindings/python/c10d/tensors.h"
+
+#include <torch/csrc/utils/tensor_dtypes.h>
+
+#include <optional>
+
+#include "comm/base/error.h"
+
+namespace kolo::c10d_backend {
+namespace {
+
+std::optional<DType> kolo_dtype(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return DType::kFloat32;
+    case at::kDouble: return DType::kFloat64;
+    case at::kHalf: return DType::kFloat16;
+    case at::kBFloat16: return DType::kBFloat16;
+    case at::kInt: return DType::kInt32;
+    case at::kLong: return DType::kInt64;
+    case at::kByte: return DType::kUInt8;
+    default: return std::nullopt;
+  }
+}
+
+// "torch.int8": the name Python users know.
+std::string dtype_name(at::ScalarType type) {
+  return "torch." + torch::utils::getDtypeNames(type).first;
+}
+
+void check_dense_cpu(const at::Tensor& t, const std::string& what) {
+  KOLO_CHECK_ARG(t.defined(), what, " is an undefined tensor");
+  KOLO_CHECK_ARG(t.device().is_cpu() && t.layout() == at::kStrided,
+                 "kolo's process group takes dense CPU tensors, but ", what, " is a ", t.layout(),
+                 " tensor on ", t.device());
+}
+
+Buffer buffer(const at::Tensor& t, DType dtype, size_t scale) {
+  Buffer b;
+  b.tensor = t.is_contiguous() ? t : t.contiguous();
+  b.dtype = dtype;
+  b.scale = scale;
+  b.count = static_cast<size_t>(t.numel()) * scale;
+  return b;
+}
+
+}  // namespace
+
+Buffer reduced(const at::Tensor& t, const std::string& what) {
+  check_dense_cpu(t, what);
+  std::optional<DType> dtype = kolo_dtype(t.scalar_type());
+  KOLO_CHECK_ARG(dtype, what, " is ", dtype_name(t.scalar_type()),
+                 ", which kolo does not reduce (float32, float64, float16, bfloat16, int32, "
+                 "int64 and uint8 it does)");
+  return buffer(t, *dtype, 1);
+}
+
+Buffer moved(const at::Tensor& t, const std::string& what) {
+  check_dense_cpu(t, what);
+  if (std::optional<DType> dtype = kolo_dtype(t.scalar_type())) return buffer(t, *dtype, 1);
+  return buffer(t, DType::kUInt8, t.element_size());
+}
+
+void copy_back(const Buffer& b, const at::Tensor& target) {
+  if (!b.tensor.is_same(target)) target.copy_(b.tensor);
+}
+
+const at::Tensor& single(const std::vector<at::Tensor>& tensors, const std::string& what) {
+  KOLO_CHECK_ARG(tensors.size() == 1, what,
+                 ": kolo's process group takes one tensor per call "
+                 "(the tensors of one CPU device), not ",
+                 tensors.size());
+  return tensors[0];
+}
+
+void one_per_rank(const std::vector<at::Tensor>& tensors, int size, const std::string& what) {
+  KOLO_CHECK_ARG(tensors.size() == static_cast<size_t>(size), what, " holds ", tensors.size(),
+                 " tensors; expected one per rank of the group (", size, ")");
+}
+
+void same_dtype(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
+  KOLO_CHECK_ARG(a.scalar_type() == b.scalar_type(), what, ": dtypes differ, ",
+                 dtype_name(a.scalar_type()), " and ", dtype_name(b.scalar_type()));
+}
+
+ReduceOp reduce_op(const ::c10d::ReduceOp& op) {
+  switch (op.op_) {
+    case ::c10d::ReduceOp::SUM: return ReduceOp::kSum;
+    case ::c10d::ReduceOp::AVG: return ReduceOp::kAverage;
+    case ::c10d::ReduceOp::PRODUCT: return ReduceOp::kProduct;
+    case ::c10d::ReduceOp::MIN: return ReduceOp::kMin;
+    case ::c10d::ReduceOp::MAX: return ReduceOp::kMax;
+    default: break;
+  }
+  KOLO_THROW(ErrorCode::kInvalidArgument, "kolo's process group does not reduce with op ",
+             static_cast<int>(op.op_),
+             " (BAND, BOR, BXOR or PREMUL_SUM); it takes SUM, AVG, PRODUCT, MIN and MAX");
+}
+
+std::vector<size_t> counts(const std::vector<at::Tensor>& tensors, size_t scale) {
+  std::vector<size_t> result;
+  for (const at::Tensor& t : tensors) result.push_back(static_cast<size_t>(t.numel()) * scale);
+  return result;
+}
+
+at::Tensor concatenated(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& t : tensors) flat.push_back(t.reshape(-1));
+  return at::cat(flat);
+}
+
+void split_into(const at::Tensor& flat, const std::vector<at::Tensor>& targets) {
+  int64_t offset = 0;
+  for (const at::Tensor& t : targets) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+}  // namespace kolo::c10d_backend

@@ -1,0 +1,90 @@
+// Work and WorkQueue: completion of a queued collective, for torch's waits and futures.
+#include "bindings/python/c10d/work.h"
+
+#include <ATen/core/jit_type.h>
+#include <Python.h>
+#include <c10/core/GradMode.h>
+
+#include "comm/base/error.h"
+
+namespace kolo::c10d_backend {
+
+Work::Work(int rank, ::c10d::OpType type, std::vector<at::Tensor> outputs)
+    : ::c10d::Work(rank, type),
+      outputs_(std::move(outputs)),
+      future_(
+          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+}
+
+void Work::complete(std::exception_ptr error) {
+  // The future first: DDP's reducer waits on it, Python's Work.wait on finish().
+  if (error)
+    future_->setError(error);
+  else
+    future_->markCompleted(c10::IValue(outputs_));
+  finish(error);
+}
+
+WorkQueue::WorkQueue() : thread_([state = state_] { loop(state); }) {}
+
+WorkQueue::~WorkQueue() {
+  const bool on_worker = std::this_thread::get_id() == thread_.get_id();
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->stopping = true;
+    state_->abandoned = on_worker;
+  }
+  state_->wake.notify_one();
+  if (on_worker) {
+    // A future's callback, run by the worker, held the last reference to the process group:
+    // the worker cannot join itself. It fails what is left (the Communicator goes with the
+    // group) and ends once the callback returns.
+    thread_.detach();
+    return;
+  }
+  // The worker may need the GIL: it can drop the last reference to a tensor that Python let go
+  // of (torch then frees the tensor's Python object under the GIL), and a future's Python
+  // callbacks run on it. A process group released from Python holds the GIL here.
+  PyThreadState* saved = Py_IsInitialized() && PyGILState_Check() ? PyEval_SaveThread() : nullptr;
+  thread_.join();
+  if (saved != nullptr) PyEval_RestoreThread(saved);
+}
+
+void WorkQueue::submit(c10::intrusive_ptr<Work> work, std::function<void()> run) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->queue.push_back({std::move(work), std::move(run)});
+  }
+  state_->wake.notify_one();
+}
+
+void WorkQueue::loop(const std::shared_ptr<State>& state) {
+  // Results are written in place, also into tensors that require grad (a broadcast parameter):
+  // autograd has no part in a collective, as in torch's own backends.
+  c10::AutoGradMode no_grad(false);
+  for (;;) {
+    Item item;
+    bool abandoned = false;
+    {
+      std::unique_lock<std::mutex> lock(state->mutex);
+      state->wake.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
+      if (state->queue.empty()) return;  // stopping, and nothing left to run
+      item = std::move(state->queue.front());
+      state->queue.pop_front();
+      abandoned = state->abandoned;
+    }
+    std::exception_ptr error;
+    try {
+      if (abandoned)
+        KOLO_THROW(ErrorCode::kInvalidArgument,
+                   "the process group was destroyed before this "
+                   "collective ran");
+      item.run();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    item.work->complete(error);
+  }
+}
+
+}  // namespace kolo::c10d_backend

@@ -1,0 +1,299 @@
+"""torch.distributed's "kolo" backend (kolo._c10d, kolo.torch.distributed) against closed-form
+results: rank r contributes values built from r. Every collective of the backend in its list
+and tensor forms, asynchronous Work and futures, DistributedDataParallel against one process on
+the whole batch, and the errors (bad arguments, ranks that disagree, a rank that does not come,
+a lost rank) raised instead of hanging. Runs under kolorun at 2 and 3 ranks (conftest.py)."""
+import datetime
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+import kolo
+from conftest import DTYPES
+
+if importlib.util.find_spec("kolo._c10d") is None:
+    pytest.skip("kolo was built without libtorch (KOLO_WITH_TORCH)", allow_module_level=True)
+
+import kolo.torch.distributed as kd  # noqa: E402 (after the skip)
+
+r = n = None  # this rank and the rank count
+OPS = [dist.ReduceOp.SUM, dist.ReduceOp.PRODUCT, dist.ReduceOp.MIN, dist.ReduceOp.MAX,
+       dist.ReduceOp.AVG]
+MOVED_ONLY = [torch.int8, torch.int16, torch.bool]  # moved as bytes, not reduced
+SHAPES = [(), (5,), (3, 4)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def process_group():
+    global r, n
+    kd.init_process_group(timeout=datetime.timedelta(seconds=60))
+    r, n = dist.get_rank(), dist.get_world_size()
+    yield
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def contribution(shape, dtype, rank):
+    """Rank `rank`'s tensor: rank + 1 + (flat index % 3)."""
+    count = torch.Size(shape).numel()
+    return (torch.arange(count, dtype=torch.float64).reshape(shape) % 3 + rank + 1).to(dtype)
+
+
+def reduced(shape, dtype, op, ranks):
+    """op over the contributions of `ranks`, computed in float64."""
+    parts = torch.stack([contribution(shape, torch.float64, q) for q in ranks])
+    value = {dist.ReduceOp.SUM: parts.sum(0), dist.ReduceOp.PRODUCT: parts.prod(0),
+             dist.ReduceOp.MIN: parts.min(0).values, dist.ReduceOp.MAX: parts.max(0).values,
+             dist.ReduceOp.AVG: parts.mean(0)}[op]
+    return value.to(dtype)  # integer averages truncate, as kolo's core does
+
+
+def expected(shape, dtype, op):
+    return reduced(shape, dtype, op, range(n))
+
+
+def filled(rows, tail, dtype, value):
+    return torch.full((rows,) + tail, value, dtype=torch.float64).to(dtype)
+
+
+def test_group():
+    assert dist.get_backend() == "kolo" and dist.is_initialized()
+    if "KOLO_SIZE" in os.environ:
+        assert (n, r) == (int(os.environ["KOLO_SIZE"]), int(os.environ["KOLO_RANK"]))
+    pg = dist.distributed_c10d._get_default_group()
+    assert isinstance(pg, kd.ProcessGroupKolo) and isinstance(pg, dist.ProcessGroup)
+    assert pg.transport == os.environ.get("KOLO_TRANSPORT", "shm")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_allreduce(dtype):
+    for shape in SHAPES:
+        for op in OPS:
+            x = contribution(shape, dtype, r)
+            dist.all_reduce(x, op=op)
+            assert torch.equal(x, expected(shape, dtype, op)), (shape, op)
+    x = contribution((4, 3), dtype, r).t()  # not contiguous: reduced in a copy, copied back
+    dist.all_reduce(x)
+    assert torch.equal(x, expected((4, 3), dtype, dist.ReduceOp.SUM).t())
+    x = torch.zeros(0, 2, dtype=dtype)
+    dist.all_reduce(x)
+    assert x.shape == (0, 2)
+
+
+def test_allreduce_coalesced():
+    xs = [contribution((2,), torch.float32, r), contribution((3, 2), torch.float32, r)]
+    with pytest.warns(UserWarning, match="will be deprecated"):  # torch's warning
+        dist.all_reduce_coalesced(xs, op=dist.ReduceOp.MAX)
+    assert torch.equal(xs[0], expected((2,), torch.float32, dist.ReduceOp.MAX))
+    assert torch.equal(xs[1], expected((3, 2), torch.float32, dist.ReduceOp.MAX))
+
+
+@pytest.mark.parametrize("dtype", DTYPES + MOVED_ONLY)
+def test_broadcast(dtype):
+    for root in range(n):
+        x = filled(3, (2,), dtype, r + 1)
+        dist.broadcast(x, src=root)
+        assert torch.equal(x, filled(3, (2,), dtype, root + 1)), root
+    x = filled(2, (3,), dtype, r + 1).t()
+    dist.broadcast(x, src=n - 1)
+    assert torch.equal(x, filled(2, (3,), dtype, n).t())
+    objects = [{"rank": r}, "from %d" % r]
+    dist.broadcast_object_list(objects, src=n - 1)
+    assert objects == [{"rank": n - 1}, "from %d" % (n - 1)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES + MOVED_ONLY)
+def test_allgather(dtype):
+    for tail in [(), (3,)]:
+        out = [torch.zeros((2,) + tail, dtype=dtype) for _ in range(n)]
+        dist.all_gather(out, filled(2, tail, dtype, r + 1))
+        assert all(torch.equal(o, filled(2, tail, dtype, q + 1)) for q, o in enumerate(out))
+        # Rank q contributes q + 1 rows: sizes differ per rank (allgatherv).
+        out = [torch.zeros((q + 1,) + tail, dtype=dtype) for q in range(n)]
+        dist.all_gather(out, filled(r + 1, tail, dtype, r + 1))
+        assert all(torch.equal(o, filled(q + 1, tail, dtype, q + 1)) for q, o in enumerate(out))
+        flat = torch.zeros((2 * n,) + tail, dtype=dtype)
+        dist.all_gather_into_tensor(flat, filled(2, tail, dtype, r + 1))
+        assert torch.equal(flat, torch.cat([filled(2, tail, dtype, q + 1) for q in range(n)]))
+    got = [None] * n
+    dist.all_gather_object(got, {"rank": r, "tail": "x" * r})
+    assert got == [{"rank": q, "tail": "x" * q} for q in range(n)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reduce_scatter(dtype):
+    for op in OPS:
+        # Block q of rank p is contribution(q + p): rank r receives op over the ranks p of
+        # contribution(r + p).
+        blocks = [contribution((2, 3), dtype, q + r) for q in range(n)]
+        want = reduced((2, 3), dtype, op, [r + p for p in range(n)])
+        out = torch.zeros(2, 3, dtype=dtype)
+        dist.reduce_scatter(out, blocks, op=op)
+        assert torch.equal(out, want), op
+        out = torch.zeros(2, 3, dtype=dtype)
+        dist.reduce_scatter_tensor(out, torch.cat(blocks), op=op)
+        assert torch.equal(out, want), op
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16, torch.bool])
+def test_alltoall(dtype):
+    # Equal parts: block p of rank r's input holds 10 r + p, and goes to rank p.
+    x = torch.cat([filled(2, (3,), dtype, 10 * r + p) for p in range(n)])
+    out = torch.empty_like(x)
+    dist.all_to_all_single(out, x)
+    assert torch.equal(out, torch.cat([filled(2, (3,), dtype, 10 * q + r) for q in range(n)]))
+    # Splits: rank r sends p + r + 1 rows to rank p, so it receives r + q + 1 rows from rank q.
+    send = [p + r + 1 for p in range(n)]
+    recv = [r + q + 1 for q in range(n)]
+    x = torch.cat([filled(s, (2,), dtype, 10 * r + p) for p, s in enumerate(send)])
+    out = torch.empty((sum(recv), 2), dtype=dtype)
+    dist.all_to_all_single(out, x, output_split_sizes=recv, input_split_sizes=send)
+    assert torch.equal(out, torch.cat([filled(s, (2,), dtype, 10 * q + r)
+                                       for q, s in enumerate(recv)]))
+    # Lists, one tensor per rank, sizes differing per pair.
+    inputs = [filled(s, (), dtype, 10 * r + p) for p, s in enumerate(send)]
+    outputs = [torch.empty(s, dtype=dtype) for s in recv]
+    dist.all_to_all(outputs, inputs)
+    assert all(torch.equal(o, filled(s, (), dtype, 10 * q + r))
+               for q, (o, s) in enumerate(zip(outputs, recv)))
+
+
+def test_async_work_and_futures():
+    xs = [torch.full((1000,), float(r + k)) for k in range(8)]
+    works = [dist.all_reduce(x, async_op=True) for x in xs]  # several in flight, run in order
+    barrier = dist.barrier(async_op=True)
+    barrier.wait()
+    assert all(w.is_completed() and w.is_success() for w in works)
+    for k, (x, w) in enumerate(zip(xs, works)):
+        assert w.wait()
+        assert torch.equal(x, torch.full((1000,), float(n * k + n * (n - 1) // 2)))
+    y = torch.ones(4)
+    future = dist.all_reduce(y, async_op=True).get_future()
+    assert torch.equal(future.wait()[0], torch.full((4,), float(n)))
+    chained = dist.all_reduce(torch.ones(2), async_op=True).get_future().then(
+        lambda f: f.value()[0] * 2)
+    assert torch.equal(chained.wait(), torch.full((2,), 2.0 * n))
+
+
+def test_new_group_of_some_ranks():
+    low = dist.new_group(ranks=[0, 1], backend="kolo")  # every rank calls new_group
+    if r < 2:
+        x = torch.tensor([r + 1.0])
+        dist.all_reduce(x, group=low)
+        assert x.item() == 3.0 and dist.get_world_size(low) == 2
+    dist.destroy_process_group(low)
+    dist.barrier()
+
+
+# DistributedDataParallel: each rank trains on its slice of the batch; the averaged gradients
+# make every step that of one process on the whole batch. In float64, for tight comparisons.
+ROWS = 4
+
+
+def make_model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 4),
+                               torch.nn.Tanh(), torch.nn.Linear(4, 2)).double()
+
+
+def global_batch(step):
+    g = torch.Generator().manual_seed(100 + step)
+    return (torch.randn(ROWS * n, 6, generator=g, dtype=torch.float64),
+            torch.randn(ROWS * n, 2, generator=g, dtype=torch.float64))
+
+
+def sgd_steps(model, steps, rows):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for step in range(steps):
+        x, y = global_batch(step)
+        opt.zero_grad()
+        F.mse_loss(model(x[rows]), y[rows]).backward()
+        opt.step()
+    return model
+
+
+@pytest.mark.parametrize("options", [{}, {"bucket_cap_mb": 1e-4},
+                                     {"gradient_as_bucket_view": True}])
+def test_ddp_matches_one_process(options):
+    ddp = torch.nn.parallel.DistributedDataParallel(make_model(seed=r), **options)  # rank 0's
+    sgd_steps(ddp, steps=3, rows=slice(ROWS * r, ROWS * (r + 1)))
+    want = sgd_steps(make_model(seed=0), steps=3, rows=slice(None))
+    for got, ref in zip(ddp.module.parameters(), want.parameters()):
+        assert torch.allclose(got, ref, rtol=0, atol=1e-12), (got - ref).abs().max()
+
+
+def test_bad_arguments_fail_at_once():
+    x = torch.ones(3)
+    with pytest.raises(kolo.InvalidArgumentError, match="does not reduce with op"):
+        dist.all_reduce(x, op=dist.ReduceOp.BAND)
+    with pytest.raises(ValueError, match="which kolo does not reduce"):
+        dist.all_reduce(torch.ones(3, dtype=torch.int8))
+    with pytest.raises(ValueError, match="not a rank of the group"):
+        dist.broadcast(x, src=n)
+    with pytest.raises(ValueError, match="expected one per rank"):
+        dist.all_gather([torch.ones(3)], x)
+    with pytest.raises(ValueError, match="splits add up to"):
+        dist.all_to_all_single(torch.ones(n), torch.ones(n), [1] * n, [2] * n)
+    with pytest.raises(ValueError, match="expected the group's size times"):
+        dist.reduce_scatter_tensor(torch.ones(2), torch.ones(2 * n + 1))
+    with pytest.raises(ValueError, match="dtypes differ"):
+        dist.all_gather_into_tensor(torch.ones(n, dtype=torch.float64), torch.ones(1))
+    dist.all_reduce(x)  # nothing was queued: the group still works
+    assert torch.equal(x, torch.full((3,), float(n)))
+
+
+def test_ranks_that_disagree_fail_with_mismatch():
+    group = dist.new_group(backend="kolo")  # this group fails: the default one carries on
+    with pytest.raises(kolo.MismatchError, match="different"):
+        dist.all_reduce(torch.ones(4 + (r == 0)), group=group)
+    dist.destroy_process_group(group)
+    dist.barrier()
+
+
+def test_a_rank_that_does_not_come_fails_with_timeout():
+    group = dist.new_group(backend="kolo", timeout=datetime.timedelta(seconds=2))
+    if r == 0:  # alone in this call
+        with pytest.raises(kolo.TimeoutError):
+            dist.all_reduce(torch.ones(3), group=group)
+    dist.barrier()
+    dist.destroy_process_group(group)
+
+
+LOST_RANK_SCRIPT = """
+import datetime, os, torch, torch.distributed as dist, kolo.torch.distributed as kd
+kd.init_process_group(timeout=datetime.timedelta(seconds=30))
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+for _ in range(2):  # past DDP's bucket rebuild: the next step only allreduces gradients
+    model(torch.ones(3, 4)).sum().backward()
+dist.barrier()
+if dist.get_rank() == 1:
+    os._exit(0)  # vanishes without a word
+try:
+    model(torch.ones(3, 4)).sum().backward()
+except RuntimeError as e:
+    print("caught", type(e).__name__, e)
+"""
+
+
+def test_lost_rank_fails_ddp_backward():
+    kolorun = os.environ.get("KOLO_TEST_KOLORUN")
+    if not kolorun:
+        pytest.skip("KOLO_TEST_KOLORUN (the kolorun binary) is not set")
+    if r == 0:  # a job of its own, started from rank 0
+        with tempfile.TemporaryDirectory() as folder:
+            script = os.path.join(folder, "lost.py")
+            with open(script, "w") as f:
+                f.write(LOST_RANK_SCRIPT)
+            env = {k: v for k, v in os.environ.items() if not k.startswith("KOLO_")}
+            done = subprocess.run([kolorun, "-np", "2", sys.executable, script], env=env,
+                                  capture_output=True, text=True, timeout=120)
+        assert "caught" in done.stdout and "allreduce" in done.stdout, done.stdout + done.stderr
+        assert "lost rank 1" in done.stdout, done.stdout + done.stderr
+    dist.barrier()
