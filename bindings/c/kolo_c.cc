@@ -146,8 +146,11 @@ kolo_status kolo_init(void) {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (g_engine) return KOLO_OK;
   return guarded([] {
-    g_comm = kolo::Communicator::init();
-    g_engine = std::make_shared<kolo::engine::Engine>(g_comm);
+    // Both or neither: when the engine refuses to start (settings that differ), the communicator
+    // and rank 0's store thread end here instead of running on into exit (LeakSanitizer).
+    auto comm = kolo::Communicator::init();
+    g_engine = std::make_shared<kolo::engine::Engine>(comm);
+    g_comm = std::move(comm);
   });
 }
 

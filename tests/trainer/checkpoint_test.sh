@@ -30,7 +30,9 @@ ckpt=$build/tools/kolo_ckpt
 kill_when() {
   "${run[@]}" --save "$1" --save-every 6 >"$1.log" 2>&1 &
   local pid=$!
-  for _ in $(seq 1 3000); do [ -e "$2" ] && break; sleep 0.01; done
+  # Until the path appears or the run ends: no fixed limit, sanitizer builds are several times
+  # slower (ctest's timeout still bounds it).
+  while [ ! -e "$2" ] && kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
   kill -9 -- "$pid" 2>/dev/null || true
   pkill -9 -f "train_bert --phase finetune --set kolo.finetune.max_steps=12" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
