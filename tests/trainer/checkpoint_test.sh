@@ -34,7 +34,9 @@ kill_when() {
   # slower (ctest's timeout still bounds it).
   while [ ! -e "$2" ] && kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
   kill -9 -- "$pid" 2>/dev/null || true
-  pkill -9 -f "train_bert --phase finetune --set kolo.finetune.max_steps=12" 2>/dev/null || true
+  # Only this run's ranks (their command line names its folder): another checkpoint test running
+  # at the same time, in another build folder, keeps its own.
+  pkill -9 -f -- "--save $1 --save-every" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
 }
 
