@@ -19,6 +19,7 @@ shift
 
 # Tests that cannot run under this sanitizer, each with its reason (ctest -E, anchored names).
 excluded=()
+configure=()
 case "$sanitizer" in
   address)
     # Judges RSS growth (under 10% over 20000 ops), but AddressSanitizer keeps up to 256 MiB of
@@ -26,13 +27,17 @@ case "$sanitizer" in
     # ASAN_OPTIONS=quarantine_size_mb=0 it passes, 5% growth).
     excluded+=(engine_soak_short)
     ;;
-  undefined) ;;
+  undefined)
+    # The Python package too (AUTO skips it in sanitizer builds): this runtime loads with the
+    # module, python3 needs nothing preloaded.
+    configure+=(-DKOLO_WITH_PYTHON=ON)
+    ;;
   thread) ;;
 esac
 
 # OpenBLAS as in the normal build (build-tsan/ may hold KOLO_WITH_OPENBLAS=OFF from older runs).
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKOLO_WERROR=ON \
-      -DKOLO_SANITIZE="$sanitizer" -DKOLO_WITH_OPENBLAS=AUTO >/dev/null
+      -DKOLO_SANITIZE="$sanitizer" -DKOLO_WITH_OPENBLAS=AUTO "${configure[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 
 # Reports go to files, one per process (reports/<tool>.<program>.<pid>), not to stderr: a report

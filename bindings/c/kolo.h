@@ -18,6 +18,15 @@
 extern "C" {
 #endif
 
+/* The enums a caller passes in hold any int in C++ too (a fixed underlying type), as in C: a
+ * C caller may pass any value, and the door refuses one that is not an enumerator. Without it
+ * the C++ side would hold an out-of-range enum, which is undefined behaviour. */
+#ifdef __cplusplus
+#define KOLO_ENUM_BASE : int
+#else
+#define KOLO_ENUM_BASE
+#endif
+
 typedef enum {
   KOLO_OK = 0,
   KOLO_ERR_INVALID_ARGUMENT = 1,
@@ -30,7 +39,7 @@ typedef enum {
   KOLO_PENDING = 8 /* kolo_poll / kolo_wait: not finished yet */
 } kolo_status;
 
-typedef enum {
+typedef enum KOLO_ENUM_BASE {
   KOLO_FLOAT32,
   KOLO_FLOAT64,
   KOLO_FLOAT16,
@@ -40,9 +49,9 @@ typedef enum {
   KOLO_UINT8
 } kolo_dtype;
 
-typedef enum { KOLO_SUM, KOLO_AVERAGE, KOLO_MIN, KOLO_MAX, KOLO_PRODUCT } kolo_op;
+typedef enum KOLO_ENUM_BASE { KOLO_SUM, KOLO_AVERAGE, KOLO_MIN, KOLO_MAX, KOLO_PRODUCT } kolo_op;
 
-typedef enum {
+typedef enum KOLO_ENUM_BASE {
   KOLO_COMPRESSION_NONE,
   KOLO_COMPRESSION_FP16,
   KOLO_COMPRESSION_BF16

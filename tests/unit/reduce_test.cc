@@ -8,6 +8,7 @@
 #include <cpuid.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -242,8 +243,9 @@ Bytes combine_shifted(Isa isa, const Inputs& in, size_t count, DType dtype, Redu
   const size_t size = dtype_size(dtype);
   const size_t offset = shift * size;
   Bytes a(offset + in.a.size()), b(offset + in.b.size()), out(offset + in.a.size(), 0xCD);
-  std::memcpy(a.data() + offset, in.a.data(), in.a.size());
-  std::memcpy(b.data() + offset, in.b.data(), in.b.size());
+  // std::copy, not memcpy: at count 0 the vectors' data() is null, which memcpy may not take.
+  std::copy(in.a.begin(), in.a.end(), a.begin() + static_cast<ptrdiff_t>(offset));
+  std::copy(in.b.begin(), in.b.end(), b.begin() + static_cast<ptrdiff_t>(offset));
   combine_with(isa, out.data() + offset, a.data() + offset, b.data() + offset, count, dtype, op);
   return Bytes(out.begin() + static_cast<ptrdiff_t>(offset), out.end());
 }
