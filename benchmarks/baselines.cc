@@ -30,6 +30,8 @@ std::optional<MPI_Datatype> mpi_type(DType dtype) {
     case DType::kInt32: return MPI_INT32_T;
     case DType::kInt64: return MPI_INT64_T;
     case DType::kUInt8: return MPI_UINT8_T;
+    case DType::kInt8: return MPI_INT8_T;
+    case DType::kInt16: return MPI_INT16_T;
     case DType::kFloat16:
     case DType::kBFloat16: return std::nullopt;
   }

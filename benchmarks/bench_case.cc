@@ -59,11 +59,14 @@ void visit_dtype(DType dtype, F&& f) {
     case DType::kInt32: return f(int32_t{});
     case DType::kInt64: return f(int64_t{});
     case DType::kUInt8: return f(uint8_t{});
+    case DType::kInt8: return f(int8_t{});
+    case DType::kInt16: return f(int16_t{});
   }
 }
 
 bool is_integer(DType dtype) {
-  return dtype == DType::kInt32 || dtype == DType::kInt64 || dtype == DType::kUInt8;
+  return dtype == DType::kInt32 || dtype == DType::kInt64 || dtype == DType::kUInt8 ||
+         dtype == DType::kInt8 || dtype == DType::kInt16;
 }
 
 // Rank r's element at global index g is 1 + (7g + 3r) mod m, with m small enough that n * m
@@ -74,6 +77,8 @@ class Pattern {
       : c_(c), product_(reduces(c.coll) && c.op == ReduceOp::kProduct) {
     double exact = 1e15;
     if (c.dtype == DType::kUInt8) exact = 255;
+    if (c.dtype == DType::kInt8) exact = 127;
+    if (c.dtype == DType::kInt16) exact = 32767;
     if (c.dtype == DType::kFloat16) exact = 2048;
     if (c.dtype == DType::kBFloat16) exact = 256;
     if (c.dtype == DType::kFloat32) exact = 16777216;

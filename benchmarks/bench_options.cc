@@ -70,7 +70,8 @@ void add_flags(CLI::App& app, RawFlags& raw) {
   flag("-n,--iters", raw.iters, "N", "timed iterations per size");
   flag("-w,--warmup_iters", raw.warmup, "N", "untimed iterations before them");
   flag("-c,--check", raw.check, "0|1", "1: check results and count #wrong");
-  flag("-d,--datatype", raw.dtype, "DTYPE", "float32 float64 float16 bfloat16 int32 int64 uint8");
+  flag("-d,--datatype", raw.dtype, "DTYPE",
+       "float32 float64 float16 bfloat16 int32 int64 uint8 int8 int16");
   flag("-o,--op", raw.op, "OP", "sum avg min max prod");
   flag("--coll", raw.coll, "COLL", "allreduce reduce_scatter allgather broadcast alltoall");
   flag("--algo", raw.algo, "ALGO", "auto ring tree halving_doubling (and kolo's others)");

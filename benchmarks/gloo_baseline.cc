@@ -78,6 +78,8 @@ void visit_gloo_type(DType dtype, F&& f) {
     case DType::kFloat16: return f(gloo::float16{});
     case DType::kInt32: return f(int32_t{});
     case DType::kInt64: return f(int64_t{});
+    case DType::kInt8: return f(int8_t{});
+    case DType::kInt16: return f(int16_t{});
     case DType::kUInt8:
     case DType::kBFloat16: return f(uint8_t{});
   }

@@ -95,7 +95,7 @@ Request read_request(Reader& rd) {
   Request r;
   r.name = rd.text();
   r.type = rd.choice(OpType::kJoin);
-  r.dtype = rd.choice(DType::kUInt8);
+  r.dtype = rd.choice(kLastDType);
   r.shape = rd.ints();
   r.op = rd.choice(ReduceOp::kProduct);
   r.prescale = rd.pod<double>();

@@ -46,7 +46,9 @@ typedef enum KOLO_ENUM_BASE {
   KOLO_BFLOAT16,
   KOLO_INT32,
   KOLO_INT64,
-  KOLO_UINT8
+  KOLO_UINT8,
+  KOLO_INT8, /* added after KOLO_UINT8: the values above keep their numbers */
+  KOLO_INT16
 } kolo_dtype;
 
 typedef enum KOLO_ENUM_BASE { KOLO_SUM, KOLO_AVERAGE, KOLO_MIN, KOLO_MAX, KOLO_PRODUCT } kolo_op;

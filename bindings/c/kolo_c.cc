@@ -89,10 +89,15 @@ kolo::engine::OpOptions convert(const kolo_options* o) {
   return out;
 }
 
+// kolo_dtype's values are DType's, cast across: the two enums must stay in step.
+static_assert(KOLO_UINT8 == static_cast<int>(kolo::DType::kUInt8) &&
+              KOLO_INT8 == static_cast<int>(kolo::DType::kInt8) &&
+              KOLO_INT16 == static_cast<int>(kolo::kLastDType));
+
 kolo::DType dtype_of(kolo_dtype d) {
   const int value = static_cast<int>(d);
   if (value < 0 || value >= kolo::kNumDTypes)
-    invalid("dtype " + std::to_string(value) + " is not a kolo_dtype (KOLO_FLOAT32 .. KOLO_UINT8)");
+    invalid("dtype " + std::to_string(value) + " is not a kolo_dtype (KOLO_FLOAT32 .. KOLO_INT16)");
   return static_cast<kolo::DType>(d);
 }
 

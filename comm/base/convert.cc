@@ -218,6 +218,8 @@ double load_double(DType dtype, const uint8_t* p) {
     case DType::kInt32: return load_as<int32_t>(p);
     case DType::kInt64: return static_cast<double>(load_as<int64_t>(p));
     case DType::kUInt8: return load_as<uint8_t>(p);
+    case DType::kInt8: return load_as<int8_t>(p);
+    case DType::kInt16: return load_as<int16_t>(p);
   }
   KOLO_THROW(ErrorCode::kInvalidArgument, "convert: unknown dtype ", static_cast<int>(dtype));
 }
@@ -243,6 +245,8 @@ void store_double(DType dtype, uint8_t* p, double v) {
     case DType::kInt32: return store_as(p, to_integer<int32_t>(v));
     case DType::kInt64: return store_as(p, to_integer<int64_t>(v));
     case DType::kUInt8: return store_as(p, to_integer<uint8_t>(v));
+    case DType::kInt8: return store_as(p, to_integer<int8_t>(v));
+    case DType::kInt16: return store_as(p, to_integer<int16_t>(v));
   }
   KOLO_THROW(ErrorCode::kInvalidArgument, "convert: unknown dtype ", static_cast<int>(dtype));
 }

@@ -1,6 +1,8 @@
 // Sizes, names and the parser of DType.
 #include "comm/base/dtype.h"
 
+#include <iterator>
+
 #include "comm/base/names.h"
 
 namespace kolo {
@@ -12,20 +14,23 @@ size_t dtype_size(DType dtype) {
     case DType::kFloat64:
     case DType::kInt64: return 8;
     case DType::kFloat16:
-    case DType::kBFloat16: return 2;
-    case DType::kUInt8: return 1;
+    case DType::kBFloat16:
+    case DType::kInt16: return 2;
+    case DType::kUInt8:
+    case DType::kInt8: return 1;
   }
   KOLO_THROW(ErrorCode::kInvalidArgument, "unknown dtype ", static_cast<int>(dtype));
 }
 
 const char* dtype_name(DType dtype) {
-  static const char* const kNames[] = {"float32", "float64", "float16", "bfloat16",
-                                       "int32",   "int64",   "uint8"};
+  static const char* const kNames[] = {"float32", "float64", "float16", "bfloat16", "int32",
+                                       "int64",   "uint8",   "int8",    "int16"};
+  static_assert(static_cast<int>(std::size(kNames)) == kNumDTypes, "a name for every dtype");
   return kNames[static_cast<int>(dtype)];
 }
 
 DType parse_dtype(std::string_view text, std::string_view setting) {
-  static const std::array<std::pair<const char*, DType>, 14> kTable{{{"float32", DType::kFloat32},
+  static const std::array<std::pair<const char*, DType>, 16> kTable{{{"float32", DType::kFloat32},
                                                                      {"fp32", DType::kFloat32},
                                                                      {"float", DType::kFloat32},
                                                                      {"float64", DType::kFloat64},
@@ -38,7 +43,9 @@ DType parse_dtype(std::string_view text, std::string_view setting) {
                                                                      {"bf16", DType::kBFloat16},
                                                                      {"int32", DType::kInt32},
                                                                      {"int64", DType::kInt64},
-                                                                     {"uint8", DType::kUInt8}}};
+                                                                     {"uint8", DType::kUInt8},
+                                                                     {"int8", DType::kInt8},
+                                                                     {"int16", DType::kInt16}}};
   return detail::parse_name(text, setting, "dtype", kTable);
 }
 

@@ -8,8 +8,20 @@
 
 namespace kolo {
 
-enum class DType : uint8_t { kFloat32, kFloat64, kFloat16, kBFloat16, kInt32, kInt64, kUInt8 };
-inline constexpr int kNumDTypes = 7;
+// New dtypes go at the end: the values travel in wire messages and are kept in checkpoints.
+enum class DType : uint8_t {
+  kFloat32,
+  kFloat64,
+  kFloat16,
+  kBFloat16,
+  kInt32,
+  kInt64,
+  kUInt8,
+  kInt8,
+  kInt16,
+};
+inline constexpr DType kLastDType = DType::kInt16;
+inline constexpr int kNumDTypes = static_cast<int>(kLastDType) + 1;
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);  // "float32", "float16", ...

@@ -164,6 +164,23 @@ struct UInt8 : IntegerMoves {
   }
 };
 
+// int8 and int16 wrap like the other integers. A byte product's low byte is the same whether
+// the bytes are read signed or unsigned, so int8 multiplies as uint8 does.
+struct Int8 : UInt8 {
+  using Elem = int8_t;
+  static Vec min(Vec a, Vec b) { return _mm512_min_epi8(a, b); }
+  static Vec max(Vec a, Vec b) { return _mm512_max_epi8(a, b); }
+};
+
+struct Int16 : IntegerMoves {
+  using Elem = int16_t;
+  static constexpr size_t kWidth = 32;
+  static Vec sum(Vec a, Vec b) { return _mm512_add_epi16(a, b); }
+  static Vec min(Vec a, Vec b) { return _mm512_min_epi16(a, b); }
+  static Vec max(Vec a, Vec b) { return _mm512_max_epi16(a, b); }
+  static Vec product(Vec a, Vec b) { return _mm512_mullo_epi16(a, b); }
+};
+
 #include "comm/reduce/vector_driver.inc"
 
 }  // namespace kolo::reduce::avx512

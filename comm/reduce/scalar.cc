@@ -39,7 +39,9 @@ struct BFloat16 {
 };
 
 // Integer sums and products wrap (two's complement), computed unsigned because signed
-// overflow is undefined behaviour. uint8 widens to uint32 so its promotion stays unsigned.
+// overflow is undefined behaviour. 8- and 16-bit types widen to uint32 so their promotion
+// stays unsigned (int16 * int16 promoted to int could overflow); the cast back keeps the low
+// bits.
 template <typename T>
 using Wrapping = std::conditional_t<(sizeof(T) < 4), uint32_t, std::make_unsigned_t<T>>;
 
@@ -125,6 +127,8 @@ void combine(void* dst, const void* a, const void* b, size_t count, DType dtype,
     case DType::kInt32: return apply_op<Plain<int32_t>>(dst, a, b, count, op);
     case DType::kInt64: return apply_op<Plain<int64_t>>(dst, a, b, count, op);
     case DType::kUInt8: return apply_op<Plain<uint8_t>>(dst, a, b, count, op);
+    case DType::kInt8: return apply_op<Plain<int8_t>>(dst, a, b, count, op);
+    case DType::kInt16: return apply_op<Plain<int16_t>>(dst, a, b, count, op);
   }
   KOLO_THROW(ErrorCode::kInvalidArgument, "unknown dtype ", static_cast<int>(dtype));
 }
@@ -151,6 +155,12 @@ void finish_average(void* data, size_t count, DType dtype, int divisor) {
     case DType::kUInt8:
       return divide_each<Plain<uint8_t>>(
           data, count, [=](uint8_t x) { return static_cast<uint8_t>(x / divisor); });
+    case DType::kInt8:
+      return divide_each<Plain<int8_t>>(data, count,
+                                        [=](int8_t x) { return static_cast<int8_t>(x / divisor); });
+    case DType::kInt16:
+      return divide_each<Plain<int16_t>>(
+          data, count, [=](int16_t x) { return static_cast<int16_t>(x / divisor); });
   }
   KOLO_THROW(ErrorCode::kInvalidArgument, "unknown dtype ", static_cast<int>(dtype));
 }

@@ -17,8 +17,9 @@ struct SweepConfig {
   // rank's output for reduce_scatter, and of each rank's whole send buffer for alltoall(v)
   // (ceil(count / size) per peer).
   std::vector<size_t> sizes{0, 1, 7, 1000, (size_t{1} << 20) + 3};
-  std::vector<DType> dtypes{DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
-                            DType::kInt32,   DType::kInt64,   DType::kUInt8};
+  std::vector<DType> dtypes{DType::kFloat32,  DType::kFloat64, DType::kFloat16,
+                            DType::kBFloat16, DType::kInt32,   DType::kInt64,
+                            DType::kUInt8,    DType::kInt8,    DType::kInt16};
   std::vector<ReduceOp> ops{ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                             ReduceOp::kProduct};
   std::vector<std::string> collectives{"allreduce",  "reduce_scatter", "allgather",

@@ -126,6 +126,8 @@ double load(DType dtype, const void* data, size_t i) {
     case DType::kInt32: return static_cast<const int32_t*>(data)[i];
     case DType::kInt64: return static_cast<double>(static_cast<const int64_t*>(data)[i]);
     case DType::kUInt8: return static_cast<const uint8_t*>(data)[i];
+    case DType::kInt8: return static_cast<const int8_t*>(data)[i];
+    case DType::kInt16: return static_cast<const int16_t*>(data)[i];
   }
   return 0;
 }
@@ -143,6 +145,8 @@ void store(DType dtype, void* data, size_t i, double value) {
     case DType::kInt32: static_cast<int32_t*>(data)[i] = static_cast<int32_t>(value); break;
     case DType::kInt64: static_cast<int64_t*>(data)[i] = static_cast<int64_t>(value); break;
     case DType::kUInt8: static_cast<uint8_t*>(data)[i] = static_cast<uint8_t>(value); break;
+    case DType::kInt8: static_cast<int8_t*>(data)[i] = static_cast<int8_t>(value); break;
+    case DType::kInt16: static_cast<int16_t*>(data)[i] = static_cast<int16_t>(value); break;
   }
 }
 

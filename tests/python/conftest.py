@@ -11,8 +11,8 @@ import kolo.torch as hvd
 
 # The dtypes kolo's core reduces, and the ones it refuses for now.
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64,
-          torch.uint8]
-UNSUPPORTED = [torch.int8, torch.int16, torch.bool, torch.complex64]
+          torch.uint8, torch.int8, torch.int16]
+UNSUPPORTED = [torch.bool, torch.complex64]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -53,6 +53,10 @@ TEST_F(ModelSafetensors, RoundTripIsBitwiseForEveryDtype) {
   auto bf16 = pattern<uint16_t>(7, 3);
   auto i32 = pattern<int32_t>(4, 4);
   auto i64 = pattern<int64_t>(3, 5);
+  auto u8 = pattern<uint8_t>(9, 6);
+  auto f64 = pattern<uint64_t>(2, 7);
+  auto i8 = pattern<int8_t>(5, 8);
+  auto i16 = pattern<int16_t>(3, 9);
   float scalar = 3.5f;
   std::vector<TensorRef> refs = {{"a.f32", DType::kFloat32, {2, 3}, f32.data()},
                                  {"b.f16", DType::kFloat16, {5}, f16.data()},
@@ -60,7 +64,11 @@ TEST_F(ModelSafetensors, RoundTripIsBitwiseForEveryDtype) {
                                  {"d.i32", DType::kInt32, {4}, i32.data()},
                                  {"e.i64", DType::kInt64, {3}, i64.data()},
                                  {"f.empty", DType::kFloat32, {0, 4}, nullptr},
-                                 {"g.scalar", DType::kFloat32, {}, &scalar}};
+                                 {"g.scalar", DType::kFloat32, {}, &scalar},
+                                 {"h.u8", DType::kUInt8, {3, 3}, u8.data()},
+                                 {"i.f64", DType::kFloat64, {2}, f64.data()},
+                                 {"j.i8", DType::kInt8, {5}, i8.data()},
+                                 {"k.i16", DType::kInt16, {1, 3}, i16.data()}};
   write_safetensors(path("t.safetensors"), refs, {{"format", "pt"}, {"step", "12"}});
 
   SafetensorsFile file(path("t.safetensors"));

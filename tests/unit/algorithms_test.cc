@@ -63,7 +63,8 @@ TEST_P(AlgorithmSweep, AllreduceEveryDtypeOpAndSize) {
 
 TEST_P(AlgorithmSweep, CountsAtBlockAndSegmentBoundaries) {
   const int size = std::get<1>(GetParam());
-  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kUInt8}) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kFloat64, DType::kUInt8,
+                      DType::kInt8, DType::kInt16}) {
     SweepConfig config;
     config.collectives = kAllreduceParts;
     config.algorithm = std::get<0>(GetParam());

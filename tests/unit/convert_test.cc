@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <tuple>
@@ -298,10 +299,58 @@ TEST(ConvertArrays, DoublePathForFloat64AndIntegers) {
   std::vector<uint8_t> u8(f.size());
   convert(u8.data(), DType::kUInt8, f.data(), DType::kFloat32, f.size());
   EXPECT_EQ(u8, (std::vector<uint8_t>{0, 3, 255, 0, 0, 255}));
+  std::vector<int8_t> i8(f.size());
+  convert(i8.data(), DType::kInt8, f.data(), DType::kFloat32, f.size());
+  EXPECT_EQ(i8, (std::vector<int8_t>{-3, 3, 127, -128, 0, 127}));
+  std::vector<int16_t> i16(f.size());
+  convert(i16.data(), DType::kInt16, f.data(), DType::kFloat32, f.size());
+  EXPECT_EQ(i16, (std::vector<int16_t>{-3, 3, 32767, -32768, 0, 300}));
   std::vector<int64_t> i64(f.size());
   convert(i64.data(), DType::kInt64, f.data(), DType::kFloat32, f.size(), 1e20);
   EXPECT_EQ(i64[2], std::numeric_limits<int64_t>::max());
   EXPECT_EQ(i64[3], std::numeric_limits<int64_t>::min());
+}
+
+// Every int8 and int16 value is exact in fp32 and comes back unchanged; between integer types
+// out-of-range values saturate.
+TEST(ConvertArrays, SmallIntegersRoundTripAndSaturate) {
+  std::vector<int16_t> every16(65536);
+  for (size_t i = 0; i < every16.size(); ++i) every16[i] = static_cast<int16_t>(i);
+  std::vector<float> f(every16.size());
+  convert(f.data(), DType::kFloat32, every16.data(), DType::kInt16, every16.size());
+  for (size_t i = 0; i < f.size(); ++i) ASSERT_EQ(f[i], static_cast<float>(every16[i])) << i;
+  std::vector<int16_t> back16(f.size());
+  convert(back16.data(), DType::kInt16, f.data(), DType::kFloat32, f.size());
+  EXPECT_EQ(back16, every16);
+
+  std::vector<int8_t> every8(256);
+  for (size_t i = 0; i < every8.size(); ++i) every8[i] = static_cast<int8_t>(i);
+  std::vector<uint16_t> h(every8.size());  // fp16 holds every integer up to 2048 exactly
+  convert(h.data(), DType::kFloat16, every8.data(), DType::kInt8, every8.size());
+  std::vector<int8_t> back8(h.size());
+  convert(back8.data(), DType::kInt8, h.data(), DType::kFloat16, h.size());
+  EXPECT_EQ(back8, every8);
+
+  const std::vector<int16_t> wide = {300, -300, 5, -5};
+  std::vector<int8_t> narrow(wide.size());
+  convert(narrow.data(), DType::kInt8, wide.data(), DType::kInt16, wide.size());
+  EXPECT_EQ(narrow, (std::vector<int8_t>{127, -128, 5, -5}));
+  std::vector<uint8_t> unsigned8(wide.size());
+  convert(unsigned8.data(), DType::kUInt8, wide.data(), DType::kInt16, wide.size());
+  EXPECT_EQ(unsigned8, (std::vector<uint8_t>{255, 0, 5, 0}));
+}
+
+// Every dtype's name parses back to it, and its size is its C type's.
+TEST(DTypes, NamesParseBackAndSizes) {
+  const size_t sizes[] = {4, 8, 2, 2, 4, 8, 1, 1, 2};
+  static_assert(static_cast<int>(std::size(sizes)) == kNumDTypes);
+  for (int i = 0; i < kNumDTypes; ++i) {
+    const auto dtype = static_cast<DType>(i);
+    EXPECT_EQ(parse_dtype(dtype_name(dtype), "test"), dtype) << dtype_name(dtype);
+    EXPECT_EQ(dtype_size(dtype), sizes[i]) << dtype_name(dtype);
+  }
+  EXPECT_STREQ(dtype_name(DType::kInt8), "int8");
+  EXPECT_STREQ(dtype_name(DType::kInt16), "int16");
 }
 
 TEST(ConvertArrays, NullBuffersAreRefused) {

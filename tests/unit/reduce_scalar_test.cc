@@ -28,6 +28,15 @@ TEST(ReduceFinishAverage, IntegersTruncate) {
   Bytes u8_big = pack<uint8_t>({255});
   finish_average(u8_big.data(), 1, DType::kUInt8, 1000);
   EXPECT_EQ(u8_big, pack<uint8_t>({0}));
+  Bytes i8 = pack<int8_t>({-128, 127, -7, 7, -1, 0});
+  finish_average(i8.data(), 6, DType::kInt8, 2);
+  EXPECT_EQ(i8, pack<int8_t>({-64, 63, -3, 3, 0, 0}));
+  Bytes i16 = pack<int16_t>({-32768, 32767, -9, 9, -3});
+  finish_average(i16.data(), 5, DType::kInt16, 4);
+  EXPECT_EQ(i16, pack<int16_t>({-8192, 8191, -2, 2, 0}));
+  Bytes i16_big = pack<int16_t>({-32768, 32767});
+  finish_average(i16_big.data(), 2, DType::kInt16, 1000);
+  EXPECT_EQ(i16_big, pack<int16_t>({-32, 32}));
 }
 
 TEST(ReduceFinishAverage, FloatsDivideAndRound) {
@@ -50,21 +59,24 @@ TEST(ReduceFinishAverage, FloatsDivideAndRound) {
 }
 
 TEST(ReduceFinishAverage, EveryIsaMatchesScalar) {
-  // Every fp16 / bf16 pattern, and random fp32 / fp64 values with infinities, NaN and
-  // subnormals, at divisors that are and are not powers of two, at counts that leave a scalar
-  // tail. The ISAs up to the CPU's best.
+  // Every fp16 / bf16 / int8 / int16 pattern, and random fp32 / fp64 values with infinities,
+  // NaN and subnormals, at divisors that are and are not powers of two, at counts that leave a
+  // scalar tail. The ISAs up to the CPU's best.
   const Isa before = active_isa();
   std::mt19937_64 rng(77);
   std::uniform_real_distribution<double> value(-1e6, 1e6);
   const double specials[] = {std::numeric_limits<double>::infinity(), -0.0,
                              std::numeric_limits<double>::quiet_NaN(), 1e-310, 3.0};
-  for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64}) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64,
+                      DType::kInt8, DType::kInt16}) {
     const bool half = dtype_size(dtype) == 2;
     const size_t count = half ? 65536 + 13 : 4099;
     Bytes input(count * dtype_size(dtype));
     for (size_t i = 0; i < count; ++i) {
       const double x = i % 97 < 5 ? specials[i % 97] : value(rng);
-      if (half)
+      if (dtype == DType::kInt8)
+        write(input, i, static_cast<uint8_t>(i));
+      else if (half)
         write(input, i, static_cast<uint16_t>(i));
       else if (dtype == DType::kFloat32)
         write(input, i, static_cast<float>(x));

@@ -28,8 +28,9 @@
 namespace kolo::reduce {
 namespace {
 
-constexpr DType kDTypes[] = {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16,
-                             DType::kInt32,   DType::kInt64,   DType::kUInt8};
+constexpr DType kDTypes[] = {DType::kFloat32,  DType::kFloat64, DType::kFloat16,
+                             DType::kBFloat16, DType::kInt32,   DType::kInt64,
+                             DType::kUInt8,    DType::kInt8,    DType::kInt16};
 constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
                              ReduceOp::kProduct};
 // Around the vector widths (8, 16, 32, 64 elements) and their 4x unrolled blocks.
@@ -96,6 +97,8 @@ class Generator {
         case DType::kInt32: write(bytes, i, random_integer<int32_t>()); break;
         case DType::kInt64: write(bytes, i, random_integer<int64_t>()); break;
         case DType::kUInt8: write(bytes, i, static_cast<uint8_t>(rng_())); break;
+        case DType::kInt8: write(bytes, i, random_integer<int8_t>()); break;
+        case DType::kInt16: write(bytes, i, random_integer<int16_t>()); break;
       }
     }
     return bytes;
@@ -426,6 +429,63 @@ TEST(ReduceKernels, IntegerArithmeticWraps) {
     std::fill(b8.begin(), b8.end(), 17);
     combine_with(isa, out8.data(), a8.data(), b8.data(), kCount, DType::kUInt8, ReduceOp::kProduct);
     for (uint8_t v : out8) ASSERT_EQ(v, 16);  // 272 mod 256
+
+    // int8 and int16: wrap like the others, and min/max compare signed (-128 < 127; read
+    // unsigned, 0x80 > 0x7F would pick the other operand).
+    std::vector<int8_t> as8(kCount, 127), bs8(kCount, 1), outs8(kCount);
+    combine_with(isa, outs8.data(), as8.data(), bs8.data(), kCount, DType::kInt8, ReduceOp::kSum);
+    for (int8_t v : outs8) ASSERT_EQ(v, -128);
+    std::fill(as8.begin(), as8.end(), -16);
+    std::fill(bs8.begin(), bs8.end(), 17);
+    combine_with(isa, outs8.data(), as8.data(), bs8.data(), kCount, DType::kInt8,
+                 ReduceOp::kProduct);
+    for (int8_t v : outs8) ASSERT_EQ(v, -16);  // -272 mod 256
+    std::fill(as8.begin(), as8.end(), -128);
+    std::fill(bs8.begin(), bs8.end(), 127);
+    combine_with(isa, outs8.data(), as8.data(), bs8.data(), kCount, DType::kInt8, ReduceOp::kMin);
+    for (int8_t v : outs8) ASSERT_EQ(v, -128);
+    combine_with(isa, outs8.data(), as8.data(), bs8.data(), kCount, DType::kInt8, ReduceOp::kMax);
+    for (int8_t v : outs8) ASSERT_EQ(v, 127);
+
+    std::vector<int16_t> a16(kCount, -32768), b16(kCount, -1), out16(kCount);
+    combine_with(isa, out16.data(), a16.data(), b16.data(), kCount, DType::kInt16, ReduceOp::kSum);
+    for (int16_t v : out16) ASSERT_EQ(v, 32767);
+    combine_with(isa, out16.data(), a16.data(), b16.data(), kCount, DType::kInt16, ReduceOp::kMin);
+    for (int16_t v : out16) ASSERT_EQ(v, -32768);
+    combine_with(isa, out16.data(), a16.data(), b16.data(), kCount, DType::kInt16, ReduceOp::kMax);
+    for (int16_t v : out16) ASSERT_EQ(v, -1);
+    std::fill(a16.begin(), a16.end(), 300);
+    std::fill(b16.begin(), b16.end(), -300);
+    combine_with(isa, out16.data(), a16.data(), b16.data(), kCount, DType::kInt16,
+                 ReduceOp::kProduct);
+    for (int16_t v : out16) ASSERT_EQ(v, -24464);  // -90000 mod 65536
+  }
+}
+
+// Every pair of int8 values, every op, every ISA, against plain int arithmetic narrowed back
+// to 8 bits (modulo 256): an independent reference for the scalar kernel too.
+TEST(ReduceKernels, EveryInt8PairMatchesIntArithmetic) {
+  constexpr size_t kPairs = 65536;
+  Inputs in{Bytes(kPairs), Bytes(kPairs)};
+  for (size_t i = 0; i < kPairs; ++i) {
+    write(in.a, i, static_cast<int8_t>(i & 0xFF));
+    write(in.b, i, static_cast<int8_t>(i >> 8));
+  }
+  for (ReduceOp op : kOps) {
+    Bytes want(kPairs);
+    for (size_t i = 0; i < kPairs; ++i) {
+      const int a = read<int8_t>(in.a, i), b = read<int8_t>(in.b, i);
+      const int r = op == ReduceOp::kMin       ? std::min(a, b)
+                    : op == ReduceOp::kMax     ? std::max(a, b)
+                    : op == ReduceOp::kProduct ? a * b
+                                               : a + b;  // sum, and average before its division
+      write(want, i, static_cast<int8_t>(r));
+    }
+    for (Isa isa : supported_isas()) {
+      SCOPED_TRACE(describe(isa, DType::kInt8, op, kPairs));
+      expect_same(DType::kInt8, in.a, in.b, want,
+                  combine_shifted(isa, in, kPairs, DType::kInt8, op, 0));
+    }
   }
 }
 

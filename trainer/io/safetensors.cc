@@ -28,7 +28,7 @@ struct DTypeName {
 constexpr DTypeName kDTypeNames[] = {
     {DType::kFloat32, "F32"}, {DType::kFloat16, "F16"}, {DType::kBFloat16, "BF16"},
     {DType::kInt32, "I32"},   {DType::kInt64, "I64"},   {DType::kUInt8, "U8"},
-    {DType::kFloat64, "F64"},
+    {DType::kFloat64, "F64"}, {DType::kInt8, "I8"},     {DType::kInt16, "I16"},
 };
 
 // Elements of `shape`; a product that would not fit in 2^62 (bytes of any dtype) is refused
@@ -117,14 +117,14 @@ const char* safetensors_dtype_name(DType dtype) {
   for (const DTypeName& d : kDTypeNames)
     if (d.dtype == dtype) return d.name;
   KOLO_THROW(ErrorCode::kInvalidArgument, "dtype ", dtype_name(dtype),
-             " has no safetensors name (accepted: F32, F16, BF16, I32, I64, U8, F64)");
+             " has no safetensors name (accepted: F32, F16, BF16, I32, I64, U8, F64, I8, I16)");
 }
 
 DType parse_safetensors_dtype(const std::string& name, const std::string& context) {
   for (const DTypeName& d : kDTypeNames)
     if (name == d.name) return d.dtype;
   KOLO_THROW(ErrorCode::kInvalidArgument, context, ": unsupported dtype '", name,
-             "' (accepted: F32, F16, BF16, I32, I64, U8, F64)");
+             "' (accepted: F32, F16, BF16, I32, I64, U8, F64, I8, I16)");
 }
 
 size_t SafetensorsFile::Entry::numel() const {

@@ -23,8 +23,8 @@ struct TensorRef {
 
 // Writes `tensors` (in this order in the data section) and the string `metadata` to `path`
 // atomically (io/atomic_file.h). Supported dtypes: float32, float16, bfloat16, int32, int64,
-// uint8, float64. `sha256` (optional) receives the SHA-256 of the file's bytes, computed as
-// they are written.
+// uint8, float64, int8, int16. `sha256` (optional) receives the SHA-256 of the file's bytes,
+// computed as they are written.
 void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
                        const std::map<std::string, std::string>& metadata = {},
                        std::string* sha256 = nullptr);
@@ -69,7 +69,7 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// "F32", "F16", "BF16", "I32", "I64", "U8", "F64" and back.
+// "F32", "F16", "BF16", "I32", "I64", "U8", "F64", "I8", "I16" and back.
 const char* safetensors_dtype_name(DType dtype);
 DType parse_safetensors_dtype(const std::string& name, const std::string& context);
 

@@ -19,6 +19,8 @@ std::optional<DType> kolo_dtype(at::ScalarType type) {
     case at::kInt: return DType::kInt32;
     case at::kLong: return DType::kInt64;
     case at::kByte: return DType::kUInt8;
+    case at::kChar: return DType::kInt8;
+    case at::kShort: return DType::kInt16;
     default: return std::nullopt;
   }
 }
@@ -51,7 +53,7 @@ Buffer reduced(const at::Tensor& t, const std::string& what) {
   std::optional<DType> dtype = kolo_dtype(t.scalar_type());
   KOLO_CHECK_ARG(dtype, what, " is ", dtype_name(t.scalar_type()),
                  ", which kolo does not reduce (float32, float64, float16, bfloat16, int32, "
-                 "int64 and uint8 it does)");
+                 "int64, uint8, int8 and int16 it does)");
   return buffer(t, *dtype, 1);
 }
 

@@ -16,8 +16,8 @@ struct Buffer {
   DType dtype = DType::kFloat32;
 };
 
-// The DType of a buffer-protocol format ("f", "d", "e", "i", "l", "q", "B", with an optional
-// byte-order prefix) and item size.
+// The DType of a buffer-protocol format ("f", "d", "e", "i", "l", "q", "B", "b", "h", with an
+// optional byte-order prefix) and item size.
 DType dtype_of_format(std::string format, size_t itemsize) {
   if (!format.empty() && std::string("@=<").find(format[0]) != std::string::npos)
     format.erase(0, 1);
@@ -27,8 +27,11 @@ DType dtype_of_format(std::string format, size_t itemsize) {
   if ((format == "i" || format == "l" || format == "q") && itemsize == 4) return DType::kInt32;
   if ((format == "i" || format == "l" || format == "q") && itemsize == 8) return DType::kInt64;
   if (format == "B" && itemsize == 1) return DType::kUInt8;
+  if (format == "b" && itemsize == 1) return DType::kInt8;
+  if (format == "h" && itemsize == 2) return DType::kInt16;
   invalid("buffer format '" + format + "' (" + std::to_string(itemsize) +
-          " bytes per item) is not a kolo dtype: float32, float64, float16, int32, int64, uint8");
+          " bytes per item) is not a kolo dtype: float32, float64, float16, int32, int64, uint8, "
+          "int8, int16");
 }
 
 Buffer buffer_of(const py::buffer& object, bool writable, const char* what) {

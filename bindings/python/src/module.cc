@@ -28,7 +28,9 @@ void bind_enums(py::module_& m) {
       .value("BFLOAT16", DType::kBFloat16)
       .value("INT32", DType::kInt32)
       .value("INT64", DType::kInt64)
-      .value("UINT8", DType::kUInt8);
+      .value("UINT8", DType::kUInt8)
+      .value("INT8", DType::kInt8)
+      .value("INT16", DType::kInt16);
   py::enum_<ReduceOp>(m, "ReduceOp", "Reductions of allreduce and reduce_scatter.")
       .value("SUM", ReduceOp::kSum)
       .value("AVERAGE", ReduceOp::kAverage)

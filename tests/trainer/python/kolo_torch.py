@@ -16,7 +16,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 _DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-           "F64": torch.float64, "I32": torch.int32, "I64": torch.int64, "U8": torch.uint8}
+           "F64": torch.float64, "I32": torch.int32, "I64": torch.int64, "U8": torch.uint8,
+           "I8": torch.int8, "I16": torch.int16}
 
 
 def read_safetensors(path):

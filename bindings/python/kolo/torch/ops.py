@@ -23,7 +23,8 @@ _OPS = {Average: _core.ReduceOp.AVERAGE, Sum: _core.ReduceOp.SUM, Min: _core.Red
 _DTYPES = {torch.float32: _core.DType.FLOAT32, torch.float64: _core.DType.FLOAT64,
            torch.float16: _core.DType.FLOAT16, torch.bfloat16: _core.DType.BFLOAT16,
            torch.int32: _core.DType.INT32, torch.int64: _core.DType.INT64,
-           torch.uint8: _core.DType.UINT8}
+           torch.uint8: _core.DType.UINT8, torch.int8: _core.DType.INT8,
+           torch.int16: _core.DType.INT16}
 
 
 class _Op:
