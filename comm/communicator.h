@@ -113,6 +113,12 @@ class Communicator {
   std::shared_ptr<Communicator> local();
   std::shared_ptr<Communicator> cross();
 
+  // Waits of this communicator busy-poll for a few microseconds before sleeping when its ranks
+  // have cores to spare (the default, for the latency of small collectives). A communicator
+  // driven by a background thread, such as the engine's, turns it off: the application's
+  // compute threads need those cores, and a peer that is late wakes the sleeper anyway.
+  void set_busy_polling(bool allowed);
+
  private:
   Communicator() = default;
   static std::shared_ptr<Communicator> build(std::shared_ptr<bootstrap::Store> base,

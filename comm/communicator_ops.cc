@@ -266,6 +266,10 @@ void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_c
                                   static_cast<char*>(recv), recv_bytes, recv_offsets);
 }
 
+void Communicator::set_busy_polling(bool allowed) {
+  if (context_) context_->set_busy_polling(allowed);
+}
+
 void Communicator::barrier(const CollectiveOptions& options) {
   begin(Collective::kBarrier, 0, options);
   if (size_ > 1) collectives::dissemination_barrier(*context_);

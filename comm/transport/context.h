@@ -119,6 +119,10 @@ class Context {
   std::string operation() const;
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  // Whether a wait may busy-poll before it sleeps (transports that spin do so only while ranks
+  // have cores to spare). Off for a background thread that shares its cores with compute.
+  bool busy_polling() const { return busy_polling_; }
+  void set_busy_polling(bool allowed) { busy_polling_ = allowed; }
 
   // "rank 3" or "rank 3 (world rank 7)".
   std::string describe_peer(int peer) const;
@@ -146,6 +150,7 @@ class Context {
   std::shared_ptr<bootstrap::Store> store_;  // for abort reasons: "abort/<rank>"
   std::vector<int> global_ranks_;
   std::chrono::milliseconds timeout_;
+  bool busy_polling_ = true;
   const char* collective_ = "setup";
   size_t operation_bytes_ = 0;
   std::string failure_;

@@ -56,6 +56,8 @@ ProcessGroupKolo::ProcessGroupKolo(const c10::intrusive_ptr<::c10d::Store>& stor
   // a routable address, which kolo allows with a job secret (KOLO_SECRET) or KOLO_INSECURE=1.
   options.store_on_loopback = false;
   comm_ = Communicator::create(std::make_shared<C10dStore>(store), rank, size, options);
+  // The worker thread waits while DDP's backward computes on the same cores: no busy polling.
+  comm_->set_busy_polling(false);
   init();
 }
 

@@ -347,8 +347,8 @@ void ShmContext::wait_generation(uint64_t generation) {
   }
 }
 
-// A short spin when ranks have cores to themselves (the latency of small collectives), then
-// yields, then sleeps on the doorbell.
+// A short spin when ranks have cores to themselves and busy polling is on (the latency of
+// small collectives), then yields, then sleeps on the doorbell.
 void ShmContext::wait_for_peers(uint64_t generation) {
   using Clock = std::chrono::steady_clock;
   SegmentHeader* self = header(rank_);
@@ -358,7 +358,7 @@ void ShmContext::wait_for_peers(uint64_t generation) {
         return p;
     return -1;
   };
-  const int spins = oversubscribed_ ? 0 : 20000;
+  const int spins = oversubscribed_ || !busy_polling() ? 0 : 20000;
   for (int i = 0; i < spins; ++i) {
     if (first_missing() < 0) return;
     _mm_pause();
