@@ -392,73 +392,47 @@ TEST(ReduceKernels, BadArgumentsThrowInvalidArgument) {
   }
 }
 
-// Integer sums and products wrap; checked on counts that reach the vector bodies too.
-TEST(ReduceKernels, IntegerArithmeticWraps) {
+// combine(a, b) with `a` and `b` in every element, on counts that reach the vector bodies too:
+// every element must be `want`.
+template <class T>
+void expect_every_element(Isa isa, DType dtype, ReduceOp op, T a, T b, T want) {
   constexpr size_t kCount = 130;
+  std::vector<T> va(kCount, a), vb(kCount, b), out(kCount);
+  combine_with(isa, out.data(), va.data(), vb.data(), kCount, dtype, op);
+  for (T v : out) ASSERT_EQ(v, want) << op_name(op) << " of " << +a << " and " << +b;
+}
+
+// Integer sums and products wrap, and min/max compare signed where the type is signed.
+TEST(ReduceKernels, IntegerArithmeticWraps) {
+  using I32 = std::numeric_limits<int32_t>;
+  using I64 = std::numeric_limits<int64_t>;
+  const int64_t big = (int64_t{1} << 32) + 3;
   for (Isa isa : supported_isas()) {
     SCOPED_TRACE(isa_name(isa));
-    std::vector<int32_t> a32(kCount, std::numeric_limits<int32_t>::max()), b32(kCount, 1),
-        out32(kCount);
-    combine_with(isa, out32.data(), a32.data(), b32.data(), kCount, DType::kInt32, ReduceOp::kSum);
-    for (int32_t v : out32) ASSERT_EQ(v, std::numeric_limits<int32_t>::min());
-    std::fill(a32.begin(), a32.end(), 65536);
-    std::fill(b32.begin(), b32.end(), -65537);
-    combine_with(isa, out32.data(), a32.data(), b32.data(), kCount, DType::kInt32,
-                 ReduceOp::kProduct);
-    for (int32_t v : out32) ASSERT_EQ(v, -65536);  // -(2^32 + 2^16) mod 2^32
-
-    const int64_t big = (int64_t{1} << 32) + 3;
-    std::vector<int64_t> a64(kCount, big), b64(kCount, -big), out64(kCount);
-    combine_with(isa, out64.data(), a64.data(), b64.data(), kCount, DType::kInt64,
-                 ReduceOp::kProduct);
+    expect_every_element<int32_t>(isa, DType::kInt32, ReduceOp::kSum, I32::max(), 1, I32::min());
+    // -(2^32 + 2^16) mod 2^32
+    expect_every_element<int32_t>(isa, DType::kInt32, ReduceOp::kProduct, 65536, -65537, -65536);
     // -(2^64 + 6 * 2^32 + 9) mod 2^64 = -(6 * 2^32 + 9)
-    for (int64_t v : out64) ASSERT_EQ(v, -((int64_t{6} << 32) + 9));
-    std::fill(a64.begin(), a64.end(), std::numeric_limits<int64_t>::min());
-    std::fill(b64.begin(), b64.end(), -1);
-    combine_with(isa, out64.data(), a64.data(), b64.data(), kCount, DType::kInt64, ReduceOp::kSum);
-    for (int64_t v : out64) ASSERT_EQ(v, std::numeric_limits<int64_t>::max());
-    combine_with(isa, out64.data(), a64.data(), b64.data(), kCount, DType::kInt64, ReduceOp::kMin);
-    for (int64_t v : out64) ASSERT_EQ(v, std::numeric_limits<int64_t>::min());
-    combine_with(isa, out64.data(), a64.data(), b64.data(), kCount, DType::kInt64, ReduceOp::kMax);
-    for (int64_t v : out64) ASSERT_EQ(v, -1);
+    expect_every_element<int64_t>(isa, DType::kInt64, ReduceOp::kProduct, big, -big,
+                                  -((int64_t{6} << 32) + 9));
+    expect_every_element<int64_t>(isa, DType::kInt64, ReduceOp::kSum, I64::min(), -1, I64::max());
+    expect_every_element<int64_t>(isa, DType::kInt64, ReduceOp::kMin, I64::min(), -1, I64::min());
+    expect_every_element<int64_t>(isa, DType::kInt64, ReduceOp::kMax, I64::min(), -1, -1);
 
-    std::vector<uint8_t> a8(kCount, 200), b8(kCount, 100), out8(kCount);
-    combine_with(isa, out8.data(), a8.data(), b8.data(), kCount, DType::kUInt8, ReduceOp::kSum);
-    for (uint8_t v : out8) ASSERT_EQ(v, 44);
-    std::fill(a8.begin(), a8.end(), 16);
-    std::fill(b8.begin(), b8.end(), 17);
-    combine_with(isa, out8.data(), a8.data(), b8.data(), kCount, DType::kUInt8, ReduceOp::kProduct);
-    for (uint8_t v : out8) ASSERT_EQ(v, 16);  // 272 mod 256
+    expect_every_element<uint8_t>(isa, DType::kUInt8, ReduceOp::kSum, 200, 100, 44);
+    expect_every_element<uint8_t>(isa, DType::kUInt8, ReduceOp::kProduct, 16, 17, 16);  // 272
 
     // int8 and int16: wrap like the others, and min/max compare signed (-128 < 127; read
     // unsigned, 0x80 > 0x7F would pick the other operand).
-    std::vector<int8_t> as8(kCount, 127), bs8(kCount, 1), outs8(kCount);
-    combine_with(isa, outs8.data(), as8.data(), bs8.data(), kCount, DType::kInt8, ReduceOp::kSum);
-    for (int8_t v : outs8) ASSERT_EQ(v, -128);
-    std::fill(as8.begin(), as8.end(), -16);
-    std::fill(bs8.begin(), bs8.end(), 17);
-    combine_with(isa, outs8.data(), as8.data(), bs8.data(), kCount, DType::kInt8,
-                 ReduceOp::kProduct);
-    for (int8_t v : outs8) ASSERT_EQ(v, -16);  // -272 mod 256
-    std::fill(as8.begin(), as8.end(), -128);
-    std::fill(bs8.begin(), bs8.end(), 127);
-    combine_with(isa, outs8.data(), as8.data(), bs8.data(), kCount, DType::kInt8, ReduceOp::kMin);
-    for (int8_t v : outs8) ASSERT_EQ(v, -128);
-    combine_with(isa, outs8.data(), as8.data(), bs8.data(), kCount, DType::kInt8, ReduceOp::kMax);
-    for (int8_t v : outs8) ASSERT_EQ(v, 127);
-
-    std::vector<int16_t> a16(kCount, -32768), b16(kCount, -1), out16(kCount);
-    combine_with(isa, out16.data(), a16.data(), b16.data(), kCount, DType::kInt16, ReduceOp::kSum);
-    for (int16_t v : out16) ASSERT_EQ(v, 32767);
-    combine_with(isa, out16.data(), a16.data(), b16.data(), kCount, DType::kInt16, ReduceOp::kMin);
-    for (int16_t v : out16) ASSERT_EQ(v, -32768);
-    combine_with(isa, out16.data(), a16.data(), b16.data(), kCount, DType::kInt16, ReduceOp::kMax);
-    for (int16_t v : out16) ASSERT_EQ(v, -1);
-    std::fill(a16.begin(), a16.end(), 300);
-    std::fill(b16.begin(), b16.end(), -300);
-    combine_with(isa, out16.data(), a16.data(), b16.data(), kCount, DType::kInt16,
-                 ReduceOp::kProduct);
-    for (int16_t v : out16) ASSERT_EQ(v, -24464);  // -90000 mod 65536
+    expect_every_element<int8_t>(isa, DType::kInt8, ReduceOp::kSum, 127, 1, -128);
+    expect_every_element<int8_t>(isa, DType::kInt8, ReduceOp::kProduct, -16, 17, -16);  // -272
+    expect_every_element<int8_t>(isa, DType::kInt8, ReduceOp::kMin, -128, 127, -128);
+    expect_every_element<int8_t>(isa, DType::kInt8, ReduceOp::kMax, -128, 127, 127);
+    expect_every_element<int16_t>(isa, DType::kInt16, ReduceOp::kSum, -32768, -1, 32767);
+    expect_every_element<int16_t>(isa, DType::kInt16, ReduceOp::kMin, -32768, -1, -32768);
+    expect_every_element<int16_t>(isa, DType::kInt16, ReduceOp::kMax, -32768, -1, -1);
+    // -90000 mod 65536
+    expect_every_element<int16_t>(isa, DType::kInt16, ReduceOp::kProduct, 300, -300, -24464);
   }
 }
 
