@@ -349,6 +349,8 @@ def test_unsupported_inputs_are_refused_clearly():
             hvd.allreduce(torch.zeros(2, dtype=dtype))
     with pytest.raises(ValueError, match="dense"):
         hvd.allreduce(torch.zeros(3).to_sparse())
+    with pytest.raises(TypeError, match="expected a torch.Tensor, got list"):
+        hvd.allreduce([1.0, 2.0])
     handle = hvd.allreduce_async(torch.ones(2), name="dup")
     with pytest.raises(ValueError, match="already pending"):
         hvd.allreduce_async(torch.ones(2), name="dup")

@@ -176,6 +176,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing `tensor` over the ranks into a new tensor (op defaults to Average)."""
     op = handle_average_backwards_compatibility(op, average)
+    _dtype_of(tensor)  # a clear TypeError for a non-tensor before its shape is read
     output = torch.empty(tensor.shape, dtype=tensor.dtype)
     return _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor,
                             process_set)
