@@ -42,27 +42,38 @@ char* chunk_buffer() {
 // dst[0..count) = x_0 op x_1 op ... op x_{n-1}, combined in rank order whichever rank computes
 // it, so an element's result does not depend on which block (owner) it falls in: a tensor gives
 // the same bits wherever a fusion buffer places it. `own` is this rank's x (it may be dst);
-// source(q) returns rank q's bytes, valid until the next call.
+// source(q) returns rank q's bytes, valid until the next call. x_0 op x_1 goes straight into
+// dst (combine reads each element before writing it), so only ranks from 2 on, whose own x is
+// needed after dst was first written, keep a copy of it when reducing in place.
 template <class Source>
 void combine_in_rank_order(char* dst, const char* own, int rank, int n, size_t count, DType dtype,
                            ReduceOp op, Source&& source) {
   const size_t bytes = count * dtype_size(dtype);
+  if (n == 1) {
+    if (dst != own) std::memcpy(dst, own, bytes);
+    return;
+  }
   const char* mine = own;
-  if (rank != 0 && dst == own) {  // dst takes x_0 first: keep x_rank
+  if (rank >= 2 && dst == own) {
     static thread_local std::vector<char> stash;
     stash.assign(own, own + bytes);
     mine = stash.data();
   }
-  if (rank != 0)
+  if (rank == 0) {
+    reduce::combine(dst, mine, source(1), count, dtype, op);
+  } else if (rank == 1) {
+    reduce::combine(dst, source(0), mine, count, dtype, op);
+  } else {
     std::memcpy(dst, source(0), bytes);
-  else if (dst != mine)
-    std::memcpy(dst, mine, bytes);
-  for (int q = 1; q < n; ++q)
+    reduce::combine(dst, dst, source(1), count, dtype, op);
+  }
+  for (int q = 2; q < n; ++q)
     reduce::combine(dst, dst, q == rank ? mine : source(q), count, dtype, op);
 }
 
 // dst[0..bytes) = input[0..bytes) op (the same range of every peer's published buffer
-// `index`, at byte offset `offset`), in rank order (combine_in_rank_order).
+// `index`, at byte offset `offset`), in rank order (combine_in_rank_order); averaged for
+// kAverage chunk by chunk, while each chunk is still in cache.
 void reduce_from_peers(transport::SharedMemory& ctx, int index, size_t offset, const char* input,
                        char* dst, size_t bytes, DType dtype, ReduceOp op) {
   const int n = ctx.size();
@@ -77,6 +88,7 @@ void reduce_from_peers(transport::SharedMemory& ctx, int index, size_t offset, c
                             ctx.read_peer(peer, remote, chunk_buffer(), len);
                             return chunk_buffer();
                           });
+    if (op == ReduceOp::kAverage) reduce::finish_average(dst + at, len / esize, dtype, n);
   }
 }
 
@@ -198,7 +210,6 @@ void shm_direct_allreduce(transport::SharedMemory& ctx, const void* send, void* 
     return staged_exchange(ctx, out + offset, bytes, dst);
   }
   reduce_from_peers(ctx, 0, offset, in + offset, out + offset, mine.count * esize, dtype, op);
-  if (op == ReduceOp::kAverage) reduce::finish_average(out + offset, mine.count, dtype, n);
   ctx.sync();  // every block reduced by its owner
   for (int step = 1; step < n; ++step) {
     const int peer = (r + step) % n;
@@ -224,7 +235,6 @@ void shm_direct_reduce_scatter(transport::SharedMemory& ctx, const void* send, v
   }
   reduce_from_peers(ctx, 0, offset, static_cast<const char*>(send) + offset,
                     static_cast<char*>(recv), bytes, dtype, op);
-  if (op == ReduceOp::kAverage) reduce::finish_average(recv, recv_count, dtype, ctx.size());
   ctx.sync();
 }
 

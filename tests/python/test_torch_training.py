@@ -140,6 +140,62 @@ def test_distributed_optimizer_refuses_what_horovod_refuses():
         hvd.DistributedOptimizer(torch.optim.SGD([p], lr=1), op=hvd.Adasum)
 
 
+def in_kolo_shared_memory(tensor):
+    """Whether the tensor's memory is a mapping of kolo.SharedBuffer's memfd (/proc/self/maps)."""
+    address = tensor.data_ptr()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            start, end = (int(a, 16) for a in line.split()[0].split("-"))
+            if start <= address < end:
+                return "memfd:kolo-shared" in line
+    return False
+
+
+def train_large(distributed, set_to_none, steps=3):
+    """A 128 x 160 float64 weight (160 KiB: a gradient reduced on its own) trained on the rows
+    of a batch, one row per rank, or the whole batch in one process. Returns the weight and
+    each step's gradient address."""
+    r, n = hvd.rank(), hvd.size()
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(128, 160, dtype=torch.float64))
+    opt = torch.optim.SGD([w], lr=0.1)
+    if distributed:
+        opt = hvd.DistributedOptimizer(opt, named_parameters=[("w", w)])
+    addresses = []
+    for step in range(steps):
+        x = torch.randn(n, 128, generator=torch.Generator().manual_seed(step),
+                        dtype=torch.float64)
+        rows = x[r:r + 1] if distributed else x
+        opt.zero_grad(set_to_none=set_to_none)
+        ((rows @ w) ** 2).sum().div(1 if distributed else n).backward()
+        opt.step()
+        addresses.append((w.grad.data_ptr(), in_kolo_shared_memory(w.grad)))
+    return w, addresses
+
+
+@pytest.mark.parametrize("set_to_none", [False, True])
+def test_large_gradients_move_into_shared_memory_once(set_to_none):
+    if hvd.size() == 1:
+        pytest.skip("one rank reduces nothing: the optimizer hooks no gradient")
+    w, addresses = train_large(True, set_to_none)
+    assert torch.allclose(w, train_large(False, set_to_none)[0], atol=1e-12, rtol=0)
+    if set_to_none:  # autograd allocates a new gradient every step: it is not moved again
+        assert [shared for _, shared in addresses] == [True, False, False]
+    else:  # zero_grad() keeps it: autograd accumulates into the shared memory
+        assert len({a for a in addresses}) == 1 and addresses[0][1]
+
+
+def test_shared_gradients_can_be_turned_off(monkeypatch):
+    if hvd.size() == 1:
+        pytest.skip("one rank reduces nothing: the optimizer hooks no gradient")
+    monkeypatch.setenv("KOLO_SHARED_GRADS", "0")
+    w, addresses = train_large(True, set_to_none=False, steps=1)
+    assert addresses == [(w.grad.data_ptr(), False)]
+    monkeypatch.setenv("KOLO_SHARED_GRADS", "yes")
+    with pytest.raises(ValueError, match="KOLO_SHARED_GRADS must be 0 or 1, got 'yes'"):
+        hvd.DistributedOptimizer(torch.optim.SGD([w], lr=1), named_parameters=[("w", w)])
+
+
 def adam_after_one_step(r):
     """Rank r's model and Adam after one step with gradients r + 1."""
     model = make_model(seed=10 + r)

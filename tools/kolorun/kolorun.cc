@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -41,6 +42,14 @@ using Clock = std::chrono::steady_clock;
 constexpr int kExitUsage = 2;
 constexpr int kExitFailure = 1;
 constexpr int kGroupPollMs = 50;  // re-check for leftover processes while stopping
+
+// The CPUs this process may run on (its affinity mask, as a container or taskset limits it).
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+}
 
 // The kernel picks a free port for port 0; it is released again for rank 0 to bind. Someone
 // else could take it in between, which --port avoids.
@@ -166,6 +175,11 @@ void Launcher::setup() {
   setenv("KOLO_ADDR", opts_.addr.c_str(), 1);
   setenv("KOLO_PORT", std::to_string(port).c_str(), 1);
   setenv("KOLO_LAUNCHER", "kolorun", 1);
+  // The ranks' math libraries share the host's CPUs instead of each starting a thread per CPU
+  // (OpenBLAS and OpenMP do by default), unless the user chose.
+  const std::string threads = std::to_string(std::max(1, usable_cpus() / opts_.np));
+  for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
+    setenv(name, threads.c_str(), 0);
   // Every job is authenticated: a secret of the user's (KOLO_SECRET, KOLO_SECRET_FILE) or a fresh
   // one.
   if (!env::get("KOLO_SECRET") && !env::get("KOLO_SECRET_FILE"))

@@ -23,8 +23,10 @@ constexpr const char* kUsage = R"(usage: kolorun [options] -np N CMD [ARGS...]
 
 Starts N ranks of CMD on this host for a kolo job and waits for them. Each rank gets
 KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_ADDR, KOLO_PORT, KOLO_SECRET
-(kept if already set) and KOLO_LAUNCHER=kolorun. When a rank fails, the other ranks are
-stopped and kolorun exits with the failed rank's exit code, or 128+S if signal S killed it.
+(kept if already set) and KOLO_LAUNCHER=kolorun; and OMP_NUM_THREADS and OPENBLAS_NUM_THREADS
+unless set: the CPUs kolorun may use divided by N (at least 1), so that the ranks' math
+libraries do not each start a thread per CPU. When a rank fails, the other ranks are stopped
+and kolorun exits with the failed rank's exit code, or 128+S if signal S killed it.
 
 options:
   -np N, -n N   number of ranks, an integer in [1, 1024] (required)

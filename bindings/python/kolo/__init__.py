@@ -10,12 +10,13 @@ The communicator-level API over Python buffers (numpy arrays, bytearray, memoryv
 The Horovod-style engine is kolo.Engine; PyTorch users import kolo.torch (Horovod's API).
 """
 from kolo._core import (Communicator, Compression, DType, Engine, Handle, ReduceOp,
-                        __version__, build_info, dtype_name, dtype_size)
+                        SharedBuffer, __version__, build_info, dtype_name, dtype_size)
 from kolo.errors import (AuthError, HorovodInternalError, InternalError, InvalidArgumentError,
                          IoError, KoloError, MismatchError, PeerLostError, TimeoutError)
 
 __all__ = [
-    "Communicator", "Compression", "DType", "Engine", "Handle", "ReduceOp", "__version__",
+    "Communicator", "Compression", "DType", "Engine", "Handle", "ReduceOp", "SharedBuffer",
+    "__version__",
     "build_info", "dtype_name", "dtype_size", "AuthError", "HorovodInternalError",
     "InternalError", "InvalidArgumentError", "IoError", "KoloError", "MismatchError",
     "PeerLostError", "TimeoutError",

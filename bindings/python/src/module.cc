@@ -2,6 +2,7 @@
 // exception classes of kolo/errors.py (imported lazily: kolo/__init__.py imports _core first).
 #include "bindings/python/src/core.h"
 
+#include "comm/alloc_shared.h"
 #include "comm/base/dtype.h"
 #include "comm/base/reduce_op.h"
 #include "fusion/engine.h"
@@ -47,6 +48,36 @@ void bind_enums(py::module_& m) {
       "dtype_name", [](DType d) { return std::string(dtype_name(d)); }, "e.g. 'float32'.");
 }
 
+// Memory from kolo::alloc_shared with Python's buffer protocol (torch.frombuffer, numpy): the
+// shared-memory collectives read a peer's such buffer with plain loads instead of staging it.
+class SharedBuffer {
+ public:
+  explicit SharedBuffer(int64_t bytes) : bytes_(bytes) {
+    if (bytes <= 0) invalid("SharedBuffer: nbytes must be positive, got " + std::to_string(bytes));
+    data_ = alloc_shared(static_cast<size_t>(bytes));
+  }
+  ~SharedBuffer() { free_shared(data_); }
+  SharedBuffer(const SharedBuffer&) = delete;
+  SharedBuffer& operator=(const SharedBuffer&) = delete;
+  py::buffer_info info() {
+    return py::buffer_info(data_, 1, py::format_descriptor<uint8_t>::format(), bytes_, false);
+  }
+  int64_t nbytes() const { return bytes_; }
+
+ private:
+  int64_t bytes_;
+  void* data_;
+};
+
+void bind_shared_buffer(py::module_& m) {
+  py::class_<SharedBuffer>(m, "SharedBuffer", py::buffer_protocol(),
+                           "nbytes of zeroed memory that ranks on one host read from each other "
+                           "directly in kolo's shared-memory collectives (kolo::alloc_shared).")
+      .def(py::init<int64_t>(), py::arg("nbytes"))
+      .def_property_readonly("nbytes", &SharedBuffer::nbytes)
+      .def_buffer(&SharedBuffer::info);
+}
+
 }  // namespace
 
 void invalid(const std::string& message) {
@@ -72,6 +103,7 @@ PYBIND11_MODULE(_core, m) {
   kolo::python::bind_enums(m);
   kolo::python::bind_communicator(m);
   kolo::python::bind_engine(m);
+  kolo::python::bind_shared_buffer(m);
   m.attr("__version__") = KOLO_VERSION;
   py::dict build;
   build["mpi"] = static_cast<bool>(KOLO_HAVE_MPI);

@@ -5,16 +5,30 @@ accumulated it, and step() waits for them all before updating the parameters.
 Each parameter's hook sits on its gradient accumulator (Horovod's expand_as trick), so it runs
 once the gradient of this backward pass is complete, while the backward pass goes on.
 """
+import os
 import warnings
 from contextlib import contextmanager
 
 import torch
 
+import kolo
 from kolo.torch import basics
 from kolo.torch.compression import Compression
 from kolo.torch.ops import (Average, Adasum, _grouped_allreduce_async, allreduce_async_,
                             sparse_allreduce_async, synchronize)
 from kolo.torch.process_sets import global_process_set
+
+
+# Gradients this large are reduced on their own (not packed into a fusion buffer): those get a
+# home in kolo shared memory, which peers on the host read directly (KOLO_SHARED_GRADS=0: not).
+_SHARED_GRAD_BYTES = 128 * 1024
+
+
+def _shared_grads_enabled():
+    value = os.environ.get("KOLO_SHARED_GRADS", "1")
+    if value not in ("0", "1"):
+        raise ValueError("KOLO_SHARED_GRADS must be 0 or 1, got %r" % value)
+    return value == "1"
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -41,6 +55,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
+        self._moved = set()  # parameters whose gradient was offered shared memory
+        self._share_grads = _shared_grads_enabled()
         if basics.size() > 1:
             self._register_hooks()
 
@@ -108,8 +124,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             p.grad = p.grad.to_dense()
         return p.grad
 
+    def _share(self, p):
+        """Moves p's gradient into kolo shared memory, once: autograd accumulates into it from
+        then on (zero_grad() keeps it; set_to_none drops it, and it is not moved again)."""
+        grad = p.grad
+        if (p in self._moved or not self._share_grads or grad.is_sparse or
+                not grad.is_contiguous() or grad.numel() * grad.element_size() <
+                _SHARED_GRAD_BYTES):
+            return grad
+        self._moved.add(p)
+        memory = kolo.SharedBuffer(grad.numel() * grad.element_size())
+        shared = torch.frombuffer(memory, dtype=grad.dtype).view(grad.shape)
+        shared.copy_(grad)
+        p.grad = shared
+        return shared
+
     def _allreduce_grad_async(self, p):
-        tensor = self._dense_grad(p)
+        self._dense_grad(p)
+        tensor = self._share(p)
         name = self._parameter_names.get(p)
         if tensor.is_sparse:
             return sparse_allreduce_async(tensor, name, self.op, self.process_set), None
