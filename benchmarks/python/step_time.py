@@ -7,10 +7,12 @@ timed four ways at the launched world size:
   ddp-kolo        DistributedDataParallel on torch.distributed's "kolo" backend
   ddp-gloo        DistributedDataParallel on torch's own gloo backend (a new_group of its own)
 
-Each case warms up, then times steps one by one (ranks aligned by a barrier before each). The
-cases take turns, a share of the steps in each of several rounds, so that a burst of load
-from other jobs does not land on one case only. A line gives the slowest rank's median step
-in ms, the ratio to `single`, the 1-minute load average over the rounds (os.getloadavg: other
+Each case warms up, then runs its steps in rounds: in each, the ranks meet at a barrier and
+run a share of the steps back to back, as a training loop does (so `single` ranks run free,
+each at the speed the shared cores give it, and the distributed ones wait for each other only
+in their collectives); a round's step time is its mean. The cases take turns round by round,
+so that a burst of load from other jobs does not land on one case only. A line gives the
+median over rounds of the slowest rank's step in ms, the ratio to `single`, the 1-minute load average over the rounds (os.getloadavg: other
 jobs share the machine) and whether every rank ends with the same parameters (the distributed
 cases must).
 
@@ -38,7 +40,7 @@ def parse_args():
     parser.add_argument("--batch-size", type=int, default=64, help="rows per rank and step")
     parser.add_argument("--warmup", type=int, default=20, help="untimed steps per case")
     parser.add_argument("--steps", type=int, default=300, help="timed steps per case")
-    parser.add_argument("--rounds", type=int, default=5, help="turns the cases take")
+    parser.add_argument("--rounds", type=int, default=15, help="turns the cases take")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     return parser.parse_args()
 
@@ -66,20 +68,24 @@ class Case:
         self.step = 0
 
     def run(self, steps, data, timed=True):
+        """`steps` steps back to back, as a training loop runs them (ranks aligned by a barrier
+        before the first only); records their mean."""
+        hvd.barrier()
+        start = time.perf_counter()
         for _ in range(steps):
             x, y = data[self.step % len(data)]
             self.step += 1
-            hvd.barrier()
-            start = time.perf_counter()
             self.optimizer.zero_grad()
             F.cross_entropy(self.model(x), y).backward()
             self.optimizer.step()
-            if timed:
-                self.times.append(time.perf_counter() - start)
+        if timed:
+            self.times.append((time.perf_counter() - start) / steps)
 
     def report(self, baseline, loads):
-        """Prints the case's line on rank 0; returns the slowest rank's median in seconds."""
-        slowest = max(hvd.allgather_object(statistics.median(self.times)))
+        """Prints the case's line on rank 0; returns the median over rounds of the slowest rank's
+        step, in seconds."""
+        every = hvd.allgather_object(self.times)
+        slowest = statistics.median(max(rank[i] for rank in every) for i in range(len(self.times)))
         equal = self.same_on_every_rank() if self.distributed else "-"
         if hvd.rank() == 0:
             print("%-9s world %d  median step %8.3f ms  ratio %5.2fx  load %.2f-%.2f  "
@@ -122,7 +128,7 @@ def main():
              Case("ddp-gloo", ddp(gloo))]
     if hvd.rank() == 0:
         print("step_time: MLP 784-512-512-10, batch %d per rank, %d ranks, %d torch thread(s) "
-              "per rank, median of %d steps in %d rounds after %d" % (
+              "per rank, %d steps in %d rounds (median of the rounds) after %d" % (
                   args.batch_size, hvd.size(), args.threads, args.steps, args.rounds,
                   args.warmup), flush=True)
     data = batches(args, hvd.rank())
