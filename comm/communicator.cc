@@ -189,7 +189,14 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
     // Across hosts, tcp must listen on an address the other hosts can reach.
     const bool remote_peers = topo.cross_size > 1 && !options.store_on_loopback;
     std::string bind = remote_peers && !env::get("KOLO_TCP_ADDR") ? net::routable_address() : "";
-    transport::ContextOptions ctx{store, comm->tag_, rank, size, comm->world_ranks_, timeout, bind};
+    transport::ContextOptions ctx{store,
+                                  comm->tag_,
+                                  rank,
+                                  size,
+                                  comm->world_ranks_,
+                                  topo.cross_size > 1 ? hosts : std::vector<std::string>{},
+                                  timeout,
+                                  bind};
     comm->context_ = transport::create_context(comm->transport_, ctx);
     comm->shared_ = comm->context_->shared_memory();
   }
@@ -198,9 +205,12 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
   return comm;
 }
 
-Communicator::~Communicator() = default;
-
 std::shared_ptr<Communicator> Communicator::split(int color, int key) {
+  return split_with(color, key, options_);
+}
+
+std::shared_ptr<Communicator> Communicator::split_with(int color, int key,
+                                                       const CommunicatorOptions& options) {
   KOLO_CHECK_ARG(color >= 0 || color == kUndefinedColor, "split color ", color,
                  " is invalid; use a color >= 0 or kUndefinedColor");
   int64_t mine[2] = {color, key};
@@ -220,7 +230,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   for (int p : members) world.push_back(world_ranks_[static_cast<size_t>(p)]);
   std::string tag = tag_ + ".s" + std::to_string(seq) + "c" + std::to_string(color);
   return build(base_store_, tag, new_rank, static_cast<int>(members.size()), std::move(world),
-               options_);
+               options);
 }
 
 std::shared_ptr<Communicator> Communicator::local() {

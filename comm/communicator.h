@@ -120,7 +120,12 @@ class Communicator {
   void set_busy_polling(bool allowed);
 
  private:
-  Communicator() = default;
+  Communicator();  // with ~Communicator() where Hierarchy is complete
+  std::shared_ptr<Communicator> split_with(int color, int key, const CommunicatorOptions& options);
+  // Algorithm::kHierarchical (communicator_hierarchical.cc).
+  void hierarchical_allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op);
+  struct Hierarchy;
+
   static std::shared_ptr<Communicator> build(std::shared_ptr<bootstrap::Store> base,
                                              std::string tag, int rank, int size,
                                              std::vector<int> world_ranks,
@@ -147,6 +152,7 @@ class Communicator {
   Algorithm last_algorithm_ = Algorithm::kAuto;  // for logging changes of choice
   int splits_ = 0;
   std::shared_ptr<Communicator> local_, cross_;
+  std::unique_ptr<Hierarchy> hierarchy_;  // made by the first hierarchical allreduce
 };
 
 }  // namespace kolo

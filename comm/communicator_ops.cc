@@ -1,5 +1,6 @@
 // Communicator collectives: argument checks, the single-rank shortcut, in-place handling and
 // dispatch to the algorithms in comm/collectives/.
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -79,20 +80,33 @@ bool fits(Collective collective, Algorithm algorithm, const collectives::Transpo
     case Algorithm::kLowLatency:
       return allreduce && t.small_slot_bytes > 0 && bytes <= t.small_slot_bytes;
     case Algorithm::kDirect: return t.direct && collective != Collective::kBarrier;
+    case Algorithm::kHierarchical: return allreduce && t.hosts > 1 && t.most_per_host > 1;
   }
   return false;
 }
 
-collectives::TransportTraits traits_of(TransportKind kind, transport::SharedMemory* shared) {
-  if (shared == nullptr) return {kind, 0, false};
-  return {kind, shared->small_slot_bytes(), shared->direct_enabled()};
+collectives::TransportTraits traits_of(TransportKind kind, transport::SharedMemory* shared,
+                                       const std::vector<int>& host_of_rank) {
+  collectives::TransportTraits t{kind, 0, false};
+  if (shared != nullptr) {
+    t.small_slot_bytes = shared->small_slot_bytes();
+    t.direct = shared->direct_enabled();
+  }
+  std::vector<int> per_host;
+  for (int h : host_of_rank) {
+    if (h >= static_cast<int>(per_host.size())) per_host.resize(static_cast<size_t>(h) + 1, 0);
+    ++per_host[static_cast<size_t>(h)];
+  }
+  t.hosts = std::max<int>(1, static_cast<int>(per_host.size()));
+  for (int count : per_host) t.most_per_host = std::max(t.most_per_host, count);
+  return t;
 }
 
 }  // namespace
 
 Algorithm Communicator::choose_algorithm(Collective collective, size_t bytes,
                                          const CollectiveOptions& options) const {
-  const auto traits = traits_of(transport_, shared_);
+  const auto traits = traits_of(transport_, shared_, host_of_rank_);
   Algorithm algorithm = options.algorithm;
   // KOLO_ALGORITHM is a preference: it applies where it fits, kolo chooses elsewhere.
   if (algorithm == Algorithm::kAuto && fits(collective, env_algorithm_, traits, bytes))
@@ -100,7 +114,7 @@ Algorithm Communicator::choose_algorithm(Collective collective, size_t bytes,
   if (!fits(collective, algorithm, traits, bytes)) {
     std::string accepted = "auto, ring";
     for (Algorithm a : {Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kLowLatency,
-                        Algorithm::kDirect})
+                        Algorithm::kDirect, Algorithm::kHierarchical})
       if (fits(collective, a, traits, bytes)) accepted += std::string(", ") + algorithm_name(a);
     KOLO_THROW(ErrorCode::kInvalidArgument, collective_name(collective), " of ", bytes,
                " B: algorithm '", algorithm_name(algorithm), "' is not available with the ",
@@ -146,6 +160,7 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DType d
     return;
   }
   switch (algorithm) {
+    case Algorithm::kHierarchical: return hierarchical_allreduce(send, recv, count, dtype, op);
     case Algorithm::kLowLatency:
       return collectives::shm_low_latency_allreduce(*shared_, send, recv, count, dtype, op);
     case Algorithm::kDirect:

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# Tests of scripts/testbed.sh: a 2-host bed of network namespaces comes up with distinct
-# hostnames, the hosts reach each other, a 2 hosts x 2 ranks allreduce_bw over it is right, and
-# `down` leaves nothing behind. Replaces any bed already up.
-# Usage: testbed_test.sh /path/to/allreduce_bw   (exit 0: passed, 77: skipped, not root or no netns)
+# Tests of scripts/testbed.sh and of kolo across its hosts: a 2-host bed of network namespaces
+# comes up with distinct hostnames, the hosts reach each other, a 2 hosts x 2 ranks
+# allreduce_bw over it is right, a reduced collective sweep passes over tcp (allreduce:
+# hierarchical) and over mpi (mpirun), a link taken down mid-collective fails every rank within
+# the deadline, and `down` leaves nothing behind. Replaces any bed already up.
+# Usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP  (exit 0: passed, 77: skipped, not root/no netns)
 set -u
 
-BENCH=${1:?usage: testbed_test.sh /path/to/allreduce_bw}
+BENCH=${1:?usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP}
+SWEEP=${2:?usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP}
 TESTBED="$(cd "$(dirname "$0")/.." && pwd)/scripts/testbed.sh"
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root"; exit 77; fi
 if ! ip netns list >/dev/null 2>&1; then echo "SKIP: 'ip netns' is unavailable"; exit 77; fi
@@ -49,22 +52,60 @@ done
 check "h1 reaches h2 over TCP" test "$connected" -eq 0
 wait "$listener"
 
-# 2 hosts x 2 ranks, torchrun-style, with a job secret.
+# 2 hosts x 2 ranks, torchrun-style, with a job secret: run_job NAME CMD... runs CMD as the
+# four ranks (rank r on host r / 2 + 1), each one's output in $TMP/NAME.rankR; returns the
+# number of ranks that failed.
 secret=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
-pids=()
+run_job() {
+  local name=$1 pids=() rank failures=0
+  shift
+  for rank in 0 1 2 3; do
+    "$TESTBED" exec "kolo-h$((rank / 2 + 1))" env RANK=$rank WORLD_SIZE=4 \
+      LOCAL_RANK=$((rank % 2)) LOCAL_WORLD_SIZE=2 MASTER_ADDR=10.77.0.1 MASTER_PORT=29500 \
+      KOLO_SECRET="$secret" timeout 300 "$@" >"$TMP/$name.rank$rank" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || failures=$((failures + 1)); done
+  return "$failures"
+}
+
+run_job bw "$BENCH" -b 1M -e 64M -f 4 -n 5 -c 1
+check "2x2 allreduce_bw exits 0" test $? -eq 0
+check "2x2 allreduce_bw: #wrong in all rows: 0" grep -q "#wrong in all rows: 0" "$TMP/bw.rank0"
+check "2x2 allreduce_bw sees 2 hosts (tcp)" grep -q "ranks 4, transport tcp" "$TMP/bw.rank0"
+check "2x2 allreduce_bw picks hierarchical" grep -q " hierarchical " "$TMP/bw.rank0"
+
+sizes=0,1,1000,65536,1048579
+run_job sweep_tcp "$SWEEP" --sizes "$sizes"
+check "2x2 sweep over tcp (hierarchical allreduce) exits 0" test $? -eq 0
+check "2x2 sweep over tcp: 0 failed" grep -q " 0 failed" "$TMP/sweep_tcp.rank0"
+
+if command -v mpirun >/dev/null; then
+  timeout 600 mpirun --allow-run-as-root --oversubscribe -np 4 -H kolo-h1:2,kolo-h2:2 \
+    --mca plm_rsh_agent "$TESTBED rsh" --mca btl self,vader,tcp --mca btl_tcp_if_include eth0 \
+    --mca oob_tcp_if_include eth0 "$SWEEP" --transport mpi --sizes "$sizes" \
+    >"$TMP/sweep_mpi.out" 2>&1
+  check "2x2 sweep over mpi (mpirun across the hosts) exits 0" test $? -eq 0
+  check "2x2 sweep over mpi: 0 failed" grep -q " 0 failed" "$TMP/sweep_mpi.out"
+fi
+
+# A link taken down mid-collective: every rank fails within the deadline (10 s without
+# progress) and says which peer it lost or waited for.
+start=$(date +%s)
+run_job linkdown env KOLO_TIMEOUT_SECONDS=10 "$BENCH" -b 64M -e 64M -n 1000 -w 0 -c 0 &
+job=$!
+sleep 4
+ip link set kolo-h2v down
+wait "$job"
+failed_ranks=$?
+elapsed=$(($(date +%s) - start))
+check "link down: all 4 ranks fail (got $failed_ranks)" test "$failed_ranks" -eq 4
+check "link down: within 60 s (took $elapsed s)" test "$elapsed" -lt 60
 for rank in 0 1 2 3; do
-  host=kolo-h$((rank / 2 + 1))
-  "$TESTBED" exec "$host" env RANK=$rank WORLD_SIZE=4 LOCAL_RANK=$((rank % 2)) \
-    LOCAL_WORLD_SIZE=2 MASTER_ADDR=10.77.0.1 MASTER_PORT=29500 KOLO_SECRET="$secret" \
-    timeout 120 "$BENCH" -b 1M -e 64M -f 4 -n 5 -c 1 >"$TMP/rank$rank.out" 2>&1 &
-  pids+=($!)
+  check "link down: rank $rank names the rank it lost or waited for" \
+    grep -qE "(peer lost|timeout).*rank [0-9]" "$TMP/linkdown.rank$rank"
 done
-job_rc=0
-for pid in "${pids[@]}"; do wait "$pid" || job_rc=1; done
-check "2x2 allreduce_bw exits 0" test "$job_rc" -eq 0
-check "2x2 allreduce_bw: #wrong in all rows: 0" grep -q "#wrong in all rows: 0" "$TMP/rank0.out"
-check "2x2 allreduce_bw sees 2 hosts (tcp)" grep -q "ranks 4, transport tcp" "$TMP/rank0.out"
-if [ "$failed" -gt 0 ]; then head -c 3000 "$TMP"/rank*.out >&2; fi
+if [ "$failed" -gt 0 ]; then head -c 2000 "$TMP"/*.rank* "$TMP"/*.out >&2 2>/dev/null; fi
 
 check "testbed down" "$TESTBED" down
 check "no kolo-h* namespace left" sh -c '! ip netns list | grep -q "^kolo-h"'

@@ -2,6 +2,7 @@
 //   ring               2(n-1) a + 2(n-1)/n S b + (n-1)/n S g
 //   halving-doubling   2 log2(p) a + 2(p-1)/p S b + (p-1)/p S g  (+ 2a + 2Sb + Sg if n != p)
 //   double binary tree 2 ceil(log2(n+1)) a + 2 S b + S g        (pipelined, both trees busy)
+//   hierarchical       within each host (shared memory) + 2(H-1) a + 2(H-1)/H S b across hosts
 // With shared memory, small messages use the low-latency slots and larger ones the direct
 // collectives when they may run; the formulas decide among the message algorithms.
 #include "comm/collectives/cost_model.h"
@@ -40,11 +41,35 @@ double predict_allreduce_us(const CostModel& m, Algorithm algorithm, size_t byte
   }
 }
 
+double predict_multi_host_us(const CostModel& link, const CostModel& local, Algorithm algorithm,
+                             size_t bytes, int ranks, int hosts) {
+  const double n = ranks, h = hosts, s = static_cast<double>(bytes);
+  if (algorithm != Algorithm::kHierarchical)
+    return 2 * (n - 1) * link.alpha_us + 2 * (n - 1) / n * s * link.beta_us_per_b +
+           (n - 1) / n * s * link.gamma_us_per_b;
+  const double l = n / h;  // ranks per host (on average)
+  const double within = 2 * (l - 1) * local.alpha_us + 2 * (l - 1) / l * s * local.beta_us_per_b +
+                        (l - 1) / l * s * local.gamma_us_per_b;
+  const double across = 2 * (h - 1) * link.alpha_us + 2 * (h - 1) / h * s * link.beta_us_per_b +
+                        (h - 1) / h * s / l * link.gamma_us_per_b;
+  return within + across;
+}
+
 size_t low_latency_limit(size_t small_slot_bytes, int ranks) {
   return ranks <= 2 ? small_slot_bytes / 2 : small_slot_bytes;
 }
 
 Algorithm choose_allreduce(const TransportTraits& transport, size_t bytes, int ranks) {
+  // Several hosts with several ranks on some: what crosses a host's link decides.
+  if (transport.hosts > 1 && transport.most_per_host > 1) {
+    const CostModel link = default_cost_model(transport.kind);
+    const CostModel local = default_cost_model(TransportKind::kShm);
+    const double flat =
+        predict_multi_host_us(link, local, Algorithm::kRing, bytes, ranks, transport.hosts);
+    const double hierarchical =
+        predict_multi_host_us(link, local, Algorithm::kHierarchical, bytes, ranks, transport.hosts);
+    if (hierarchical <= flat) return Algorithm::kHierarchical;
+  }
   if (transport.small_slot_bytes > 0 &&
       bytes <= low_latency_limit(transport.small_slot_bytes, ranks))
     return Algorithm::kLowLatency;

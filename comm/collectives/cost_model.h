@@ -22,12 +22,22 @@ CostModel default_cost_model(TransportKind transport);
 // Predicted microseconds of an allreduce of `bytes` over `ranks` with `algorithm`.
 double predict_allreduce_us(const CostModel& model, Algorithm algorithm, size_t bytes, int ranks);
 
-// What the choice needs to know of a communicator's transport, from its capabilities.
+// What the choice needs to know of a communicator's transport, from its capabilities, and of
+// where its ranks are.
 struct TransportTraits {
   TransportKind kind = TransportKind::kTcp;
   size_t small_slot_bytes = 0;  // shared-memory small slots (low_latency); 0: none
   bool direct = false;          // the shared-memory direct collectives may run
+  int hosts = 1;                // hosts the ranks are on
+  int most_per_host = 1;        // ranks on the most crowded host
 };
+
+// Predicted microseconds of an allreduce of `bytes` over `ranks` on `hosts` hosts, ranks in
+// host order, when every byte that leaves a host costs `link` (the flat algorithms: the ring's
+// host-crossing edge carries 2(n-1)/n S; kHierarchical: each host sends 2(H-1)/H S, plus its
+// shared-memory reduce-scatter and allgather at `local`).
+double predict_multi_host_us(const CostModel& link, const CostModel& local, Algorithm algorithm,
+                             size_t bytes, int ranks, int hosts);
 
 // Largest allreduce (bytes) that kAuto sends through the shared-memory small slots: half a
 // slot at 2 ranks (32 KiB with 64 KiB slots), where the direct path is as fast from there, and

@@ -20,7 +20,9 @@ Acceptor::Acceptor(Socket& listener, std::string who, std::chrono::milliseconds 
       secret_(job_secret()) {}
 
 size_t Acceptor::add_poll_fds(std::vector<pollfd>* fds) const {
-  fds->push_back({listener_.fd(), POLLIN, 0});
+  // A negative fd keeps the listener's place (index 0) while poll ignores it.
+  const bool paused = Clock::now() < accept_paused_until_;
+  fds->push_back({paused ? -1 : listener_.fd(), POLLIN, 0});
   for (const Pending& p : pending_) fds->push_back({p.sock.fd(), POLLIN, 0});
   return 1 + pending_.size();
 }
@@ -108,8 +110,15 @@ void Acceptor::accept_new() {
     Socket sock;
     try {
       sock = listener_.accept(Clock::now());
-    } catch (const std::exception& e) {  // EMFILE and the like: try again on the next poll
-      KOLO_LOG(kWarning, who_, ": accept failed: ", e.what());
+    } catch (const std::exception& e) {  // EMFILE and the like: try again a little later
+      const Deadline now = Clock::now();
+      accept_paused_until_ = now + std::chrono::milliseconds(50);
+      ++accept_failures_;
+      if (now >= next_accept_warning_) {
+        KOLO_LOG(kWarning, who_, ": accept failed (", accept_failures_,
+                 " time(s) so far; retrying every 50 ms): ", e.what());
+        next_accept_warning_ = now + std::chrono::seconds(5);
+      }
       return;
     }
     if (!sock.valid()) return;

@@ -67,6 +67,11 @@ class Acceptor {
   std::string secret_;
   std::vector<Pending> pending_;  // oldest first
   std::vector<Accepted> ready_;   // authenticated, not yet returned by wait()
+  // After a failed accept (EMFILE and the like the listener stays readable): the listener is
+  // left out of poll for a while, and the warning repeats at most every few seconds.
+  Deadline accept_paused_until_{};
+  Deadline next_accept_warning_{};
+  int accept_failures_ = 0;
 };
 
 }  // namespace kolo::net

@@ -22,6 +22,7 @@ Context::Context(const ContextOptions& options)
       size_(options.size),
       store_(options.store),
       global_ranks_(options.global_ranks),
+      hosts_(options.hosts),
       timeout_(options.timeout) {
   if (global_ranks_.empty())
     for (int r = 0; r < size_; ++r) global_ranks_.push_back(r);
@@ -134,6 +135,10 @@ std::string Context::describe_peer(int peer) const {
   std::string text = "rank " + std::to_string(peer);
   int world = global_ranks_[static_cast<size_t>(peer)];
   if (world != peer) text += " (world rank " + std::to_string(world) + ")";
+  if (static_cast<size_t>(peer) < hosts_.size()) {
+    const std::string& host = hosts_[static_cast<size_t>(peer)];
+    text += " on host " + host.substr(0, host.find('/'));  // without the boot id
+  }
   return text;
 }
 

@@ -81,7 +81,8 @@ struct ContextOptions {
   std::string tag;                          // unique name of the communicator within the job
   int rank = 0;
   int size = 1;
-  std::vector<int> global_ranks;  // world rank of each member, for error messages
+  std::vector<int> global_ranks;   // world rank of each member, for error messages
+  std::vector<std::string> hosts;  // each member's host, for error messages (empty: one host)
   std::chrono::milliseconds timeout{300000};
   std::string bind_host;  // tcp: address to listen on ("" = automatic)
 };
@@ -124,7 +125,7 @@ class Context {
   bool busy_polling() const { return busy_polling_; }
   void set_busy_polling(bool allowed) { busy_polling_ = allowed; }
 
-  // "rank 3" or "rank 3 (world rank 7)".
+  // "rank 3" or "rank 3 (world rank 7)", and " on host NAME" when the members span hosts.
   std::string describe_peer(int peer) const;
   // Marks the context failed and tells the peers; called on any error inside a collective.
   // The reason is also left in the store, so that a rank which only sees this rank abort can
@@ -149,6 +150,7 @@ class Context {
   int size_;
   std::shared_ptr<bootstrap::Store> store_;  // for abort reasons: "abort/<rank>"
   std::vector<int> global_ranks_;
+  std::vector<std::string> hosts_;
   std::chrono::milliseconds timeout_;
   bool busy_polling_ = true;
   const char* collective_ = "setup";

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include "comm/collectives/cost_model.h"
 #include "comm/transport/shm/pair.h"
 #include "tests/common/values.h"
+#include "tests/unit/expect_error.h"
 #include "tests/unit/thread_ranks.h"
 
 namespace kolo::testing {
@@ -96,6 +98,44 @@ TEST(AutoSelection, ExplicitChoicesThatDoNotFitAreRefused) {
     EXPECT_EQ(comm.choose_algorithm(Collective::kAllreduce, 1 << 20), Algorithm::kDirect);
     EXPECT_THROW(comm.choose_algorithm(Collective::kAllreduce, 1 << 20, {Algorithm::kLowLatency}),
                  Error);
+    return 0;
+  });
+}
+
+// Ranks on several hosts: the model charges every byte that leaves a host to its link, so the
+// hierarchical allreduce (2(H-1)/H S per host) beats the flat ring (2(n-1)/n S) wherever some
+// host has several ranks, and the ratio of large messages tends to (n-1)/n / ((H-1)/H).
+TEST(AutoSelection, SeveralHostsWithSeveralRanksPickHierarchical) {
+  using collectives::TransportTraits;
+  for (size_t bytes : {size_t{8}, size_t{1} << 20, size_t{64} << 20}) {
+    EXPECT_EQ(collectives::choose_allreduce(TransportTraits{TransportKind::kTcp, 0, false, 2, 2},
+                                            bytes, 4),
+              Algorithm::kHierarchical)
+        << bytes;
+    EXPECT_NE(collectives::choose_allreduce(TransportTraits{TransportKind::kTcp, 0, false, 4, 1},
+                                            bytes, 4),
+              Algorithm::kHierarchical)
+        << bytes;
+  }
+  const collectives::CostModel link{30.0, 1.0 / 250, 1.0 / 8000};  // 2 Gbit/s
+  const auto local = collectives::default_cost_model(TransportKind::kShm);
+  const size_t big = size_t{1} << 30;
+  for (auto [ranks, hosts, want] : {std::tuple{4, 2, 1.5}, std::tuple{8, 2, 1.75}}) {
+    const double ratio =
+        collectives::predict_multi_host_us(link, local, Algorithm::kRing, big, ranks, hosts) /
+        collectives::predict_multi_host_us(link, local, Algorithm::kHierarchical, big, ranks,
+                                           hosts);
+    // The link-only ratio, less the shared-memory phases' share.
+    EXPECT_NEAR(ratio, want, 0.2) << ranks << " ranks on " << hosts << " hosts";
+  }
+}
+
+TEST(AutoSelection, HierarchicalNeedsSeveralHosts) {
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    auto m = error_of(
+        [&] { comm.choose_algorithm(Collective::kAllreduce, 1 << 20, {Algorithm::kHierarchical}); },
+        ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find("'hierarchical' is not available"), std::string::npos) << m;
     return 0;
   });
 }
