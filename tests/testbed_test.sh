@@ -4,11 +4,14 @@
 # allreduce_bw over it is right, a reduced collective sweep passes over tcp (allreduce:
 # hierarchical) and over mpi (mpirun), a link taken down mid-collective fails every rank within
 # the deadline, and `down` leaves nothing behind. Replaces any bed already up.
-# Usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP  (exit 0: passed, 77: skipped, not root/no netns)
+# kolorun --hosts starts the ranks of every host from one place through the bed's remote shell.
+# Usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP KOLORUN
+#        (exit 0: passed, 77: skipped, not root or no netns)
 set -u
 
 BENCH=${1:?usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP}
-SWEEP=${2:?usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP}
+SWEEP=${2:?usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP KOLORUN}
+KOLORUN=${3:?usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP KOLORUN}
 TESTBED="$(cd "$(dirname "$0")/.." && pwd)/scripts/testbed.sh"
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root"; exit 77; fi
 if ! ip netns list >/dev/null 2>&1; then echo "SKIP: 'ip netns' is unavailable"; exit 77; fi
@@ -89,6 +92,12 @@ if command -v mpirun >/dev/null; then
   check "2x2 sweep over mpi: 0 failed" grep -q " 0 failed" "$TMP/sweep_mpi.out"
 fi
 
+timeout 300 "$KOLORUN" --hosts 10.77.0.1:2,10.77.0.2:2 --rsh "$TESTBED exec {host}" "$SWEEP" \
+  --sizes "$sizes" --collectives allreduce,reduce_scatter,allgather,broadcast \
+  >"$TMP/kolorun_hosts.out" 2>&1
+check "kolorun --hosts across the bed exits 0" test $? -eq 0
+check "kolorun --hosts: 4 ranks, 0 failed" grep -q "^\[0\] .* 0 failed" "$TMP/kolorun_hosts.out"
+
 # A link taken down mid-collective: every rank fails within the deadline (10 s without
 # progress) and says which peer it lost or waited for.
 start=$(date +%s)
@@ -105,7 +114,7 @@ for rank in 0 1 2 3; do
   check "link down: rank $rank names the rank it lost or waited for" \
     grep -qE "(peer lost|timeout).*rank [0-9]" "$TMP/linkdown.rank$rank"
 done
-if [ "$failed" -gt 0 ]; then head -c 2000 "$TMP"/*.rank* "$TMP"/*.out >&2 2>/dev/null; fi
+if [ "$failed" -gt 0 ]; then tail -c 1500 "$TMP"/*.rank* "$TMP"/*.out >&2 2>/dev/null; fi
 
 check "testbed down" "$TESTBED" down
 check "no kolo-h* namespace left" sh -c '! ip netns list | grep -q "^kolo-h"'

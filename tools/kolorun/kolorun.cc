@@ -110,7 +110,9 @@ struct Rank {
 
 class Launcher {
  public:
-  explicit Launcher(Options opts) : opts_(std::move(opts)), ranks_(opts_.np) {}
+  explicit Launcher(Options opts)
+      : opts_(std::move(opts)),
+        ranks_(opts_.hosts.empty() ? opts_.np : static_cast<int>(opts_.hosts.size())) {}
   ~Launcher();
   int run();
 
@@ -119,6 +121,8 @@ class Launcher {
   void spawn(int rank);
   void remove_leftover_segments() const;
   [[noreturn]] void exec_rank(int rank, int out_fd, int err_fd, int status_fd);
+  std::vector<std::string> host_command(int host) const;
+  int first_rank() const { return opts_.node_rank * opts_.np; }
   void check_exec(int rank, int status_fd);
   void wait_for_events();
   int poll_timeout_ms() const;
@@ -170,7 +174,13 @@ void Launcher::setup() {
 
   const std::string np = std::to_string(opts_.np);
   int port = opts_.port ? opts_.port : find_free_port(opts_.addr);
-  setenv("KOLO_SIZE", np.c_str(), 1);
+  if (opts_.nnodes > 1 && !env::get("KOLO_SECRET") && !env::get("KOLO_SECRET_FILE") &&
+      env::get_or("KOLO_INSECURE", "0") != "1")
+    KOLO_THROW(ErrorCode::kInvalidArgument, "--nnodes ", opts_.nnodes,
+               ": set the same KOLO_SECRET (or KOLO_SECRET_FILE) on every host (or "
+               "KOLO_INSECURE=1 on a trusted network), so the hosts' ranks can prove they belong "
+               "to this job; kolorun --hosts makes one for you");
+  setenv("KOLO_SIZE", std::to_string(opts_.nnodes * opts_.np).c_str(), 1);
   setenv("KOLO_LOCAL_SIZE", np.c_str(), 1);
   setenv("KOLO_ADDR", opts_.addr.c_str(), 1);
   setenv("KOLO_PORT", std::to_string(port).c_str(), 1);
@@ -188,7 +198,7 @@ void Launcher::setup() {
 
 int Launcher::run() {
   setup();
-  for (int i = 0; i < opts_.np && !stopping_; ++i) {
+  for (int i = 0; i < static_cast<int>(ranks_.size()) && !stopping_; ++i) {
     try {
       spawn(i);
     } catch (const Error& e) {
@@ -258,7 +268,9 @@ void Launcher::spawn(int rank) {
   r.pid = pid;
   r.running = true;
   ++running_;
-  std::string prefix = opts_.prefix ? "[" + std::to_string(rank) + "] " : "";
+  // With --hosts each host's kolorun prefixes its ranks' lines itself.
+  const bool prefixed = opts_.prefix && opts_.hosts.empty();
+  std::string prefix = prefixed ? "[" + std::to_string(first_rank() + rank) + "] " : "";
   r.out = Stream{out[0], STDOUT_FILENO, prefix, "", false};
   r.err = Stream{err[0], STDERR_FILENO, prefix, "", false};
   fcntl(out[0], F_SETFL, O_NONBLOCK);
@@ -281,14 +293,63 @@ void Launcher::exec_rank(int rank, int out_fd, int err_fd, int status_fd) {
   if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
   dup2(out_fd, STDOUT_FILENO);
   dup2(err_fd, STDERR_FILENO);
-  std::string id = std::to_string(rank);
-  setenv("KOLO_RANK", id.c_str(), 1);
-  setenv("KOLO_LOCAL_RANK", id.c_str(), 1);
-  execvp(opts_.cmd[0], opts_.cmd.data());
+  if (!opts_.hosts.empty()) {
+    std::vector<std::string> words = host_command(rank);
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+  } else {
+    setenv("KOLO_RANK", std::to_string(first_rank() + rank).c_str(), 1);
+    setenv("KOLO_LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    execvp(opts_.cmd[0], opts_.cmd.data());
+  }
   int e = errno;
   ssize_t ignored = write(status_fd, &e, sizeof e);
   (void)ignored;
   _exit(e == ENOENT ? 127 : 126);
+}
+
+// --hosts: the remote-shell template for `host`, then this kolorun's own binary with
+// --nnodes/--node-rank, the job's secret in its environment (through `env`, since ssh does not
+// pass the environment on), and CMD.
+std::vector<std::string> Launcher::host_command(int host) const {
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : opts_.rsh + " ") {
+    if (c != ' ') {
+      word += c;
+    } else if (!word.empty()) {
+      for (size_t at; (at = word.find("{host}")) != std::string::npos;)
+        word.replace(at, 6, opts_.hosts[static_cast<size_t>(host)]);
+      words.push_back(word);
+      word.clear();
+    }
+  }
+  char self[4096] = {};
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  const char* secret = std::getenv("KOLO_SECRET");
+  std::vector<std::string> tail = {
+      "env",
+      std::string("KOLO_SECRET=") + (secret ? secret : ""),
+      n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("kolorun"),
+      "--nnodes",
+      std::to_string(opts_.hosts.size()),
+      "--node-rank",
+      std::to_string(host),
+      "--addr",
+      opts_.addr,
+      "--port",
+      std::to_string(opts_.port),
+      "-np",
+      std::to_string(opts_.np),
+      "--grace",
+      std::to_string(opts_.grace_s)};
+  if (!opts_.prefix) tail.push_back("--no-prefix");
+  tail.push_back("--");
+  words.insert(words.end(), tail.begin(), tail.end());
+  for (char* const* arg = opts_.cmd.data(); *arg != nullptr; ++arg) words.emplace_back(*arg);
+  return words;
 }
 
 // The status pipe is close-on-exec: EOF means exec succeeded, an errno means it failed. A

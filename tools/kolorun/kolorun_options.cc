@@ -29,9 +29,19 @@ libraries do not each start a thread per CPU. When a rank fails, the other ranks
 and kolorun exits with the failed rank's exit code, or 128+S if signal S killed it.
 
 options:
-  -np N, -n N   number of ranks, an integer in [1, 1024] (required)
-  --addr A      IPv4 rendezvous address (default 127.0.0.1)
-  --port P      rendezvous TCP port in [1, 65535] (default: a free port on A)
+  -np N, -n N   number of ranks on this host (per host with --hosts), in [1, 1024]
+  --addr A      IPv4 rendezvous address (default 127.0.0.1; with several hosts: the first
+                host's address that the others reach)
+  --port P      rendezvous TCP port in [1, 65535] (default: a free port on A; 29500 with
+                several hosts)
+  --nnodes H    torchrun-style, one kolorun per host: H hosts of -np N ranks each; this host
+  --node-rank I   runs ranks I*N .. I*N+N-1; needs --addr, and the same KOLO_SECRET (or
+                KOLO_SECRET_FILE) on every host
+  --hosts LIST  from one place: host:count,... (the same count on each), one kolorun per host
+                started through --rsh with --nnodes/--node-rank; rendezvous at the first host
+                (an IPv4 address) or --addr; a fresh KOLO_SECRET is passed on the command line
+  --rsh T       remote-shell template for --hosts, {host} replaced (default "ssh {host}";
+                test bed: "scripts/testbed.sh exec {host}")
   --grace S     seconds between SIGTERM and SIGKILL when stopping ranks (default 5)
   --no-prefix   forward output lines without the "[rank] " prefix
   -h, --help    show this help and exit
@@ -39,7 +49,32 @@ options:
 )";
 
 constexpr const char* kOptionList =
-    "-np/-n N, --addr A, --port P, --grace S, --no-prefix, -h/--help, --version";
+    "-np/-n N, --addr A, --port P, --nnodes H, --node-rank I, --hosts LIST, --rsh T, --grace S, "
+    "--no-prefix, -h/--help, --version";
+
+// "h1:4,h2:4" -> hosts and their (equal) rank count.
+int parse_hosts(const std::string& text, std::vector<std::string>* hosts) {
+  int count = 0;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t comma = text.find(',', at);
+    std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    size_t colon = item.rfind(':');
+    KOLO_CHECK_ARG(colon != std::string::npos && colon > 0, "--hosts: '", item,
+                   "' is not HOST:COUNT (e.g. --hosts 10.0.0.1:4,10.0.0.2:4)");
+    const std::string what = "--hosts count of " + item.substr(0, colon);
+    int n = static_cast<int>(env::parse_int(item.substr(colon + 1), what.c_str(), 1, kMaxRanks));
+    KOLO_CHECK_ARG(count == 0 || n == count, "--hosts: every host needs the same count of ranks ",
+                   "(", item, " has ", n, ", the first ", count, ")");
+    count = n;
+    hosts->push_back(item.substr(0, colon));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  KOLO_CHECK_ARG(hosts->size() >= 1 && static_cast<int>(hosts->size()) <= kMaxRanks,
+                 "--hosts: between 1 and 1024 hosts");
+  return count;
+}
 
 std::string check_addr(const std::string& addr) {
   in_addr parsed{};
@@ -83,6 +118,22 @@ std::optional<Options> parse_options(int argc, char** argv) {
           static_cast<int>(env::parse_int(value("an integer in [1, 1024]"), "-np", 1, kMaxRanks));
     } else if (name == "--addr") {
       opts.addr = check_addr(value("an IPv4 address such as 127.0.0.1"));
+      opts.addr_given = true;
+    } else if (name == "--nnodes") {
+      opts.nnodes =
+          static_cast<int>(env::parse_int(value("an integer in [1, 1024]"), "--nnodes", 1, 1024));
+    } else if (name == "--node-rank") {
+      opts.node_rank = static_cast<int>(
+          env::parse_int(value("an integer in [0, 1023]"), "--node-rank", 0, 1023));
+    } else if (name == "--hosts") {
+      const int per_host = parse_hosts(value("host:count,..."), &opts.hosts);
+      KOLO_CHECK_ARG(opts.np == 0 || opts.np == per_host, "--hosts gives ", per_host,
+                     " ranks per host but -np says ", opts.np);
+      opts.np = per_host;
+    } else if (name == "--rsh") {
+      opts.rsh = value("a command template with {host}");
+      KOLO_CHECK_ARG(opts.rsh.find("{host}") != std::string::npos, "--rsh '", opts.rsh,
+                     "' has no {host} to replace");
     } else if (name == "--port") {
       opts.port =
           static_cast<int>(env::parse_int(value("an integer in [1, 65535]"), "--port", 1, 65535));
@@ -96,6 +147,28 @@ std::optional<Options> parse_options(int argc, char** argv) {
     }
   }
   KOLO_CHECK_ARG(opts.np > 0, "-np N is required: the number of ranks, an integer in [1, 1024]");
+  KOLO_CHECK_ARG(opts.hosts.empty() || opts.nnodes == 1,
+                 "--hosts starts one kolorun per host itself: do not also give --nnodes");
+  KOLO_CHECK_ARG(opts.node_rank < opts.nnodes, "--node-rank ", opts.node_rank,
+                 " is not in [0, --nnodes ", opts.nnodes, ")");
+  KOLO_CHECK_ARG(opts.nnodes * opts.np <= kMaxRanks, "--nnodes x -np = ", opts.nnodes * opts.np,
+                 " ranks; at most 1024");
+  if (opts.nnodes > 1) {
+    KOLO_CHECK_ARG(opts.addr_given, "--nnodes ", opts.nnodes,
+                   " needs --addr: the address of node 0 (where rank 0 hosts the store) that "
+                   "every host reaches");
+    if (opts.port == 0) opts.port = kDefaultMultiNodePort;
+  }
+  if (!opts.hosts.empty()) {
+    if (!opts.addr_given) {
+      in_addr parsed{};
+      KOLO_CHECK_ARG(inet_pton(AF_INET, opts.hosts[0].c_str(), &parsed) == 1,
+                     "--hosts: the first host '", opts.hosts[0],
+                     "' is not an IPv4 address; give --addr with the address the others reach");
+      opts.addr = opts.hosts[0];
+    }
+    if (opts.port == 0) opts.port = kDefaultMultiNodePort;
+  }
   KOLO_CHECK_ARG(i < argc, "missing CMD: the program each rank runs");
   opts.cmd.assign(argv + i, argv + argc);
   opts.cmd.push_back(nullptr);

@@ -10,10 +10,18 @@ namespace kolo::kolorun {
 
 inline constexpr int kMaxRanks = 1024;
 
+inline constexpr int kDefaultMultiNodePort = 29500;
+
 struct Options {
-  int np = 0;
+  int np = 0;  // ranks on this host (per host with --hosts)
   std::string addr = "127.0.0.1";
-  int port = 0;  // 0: find a free one
+  bool addr_given = false;
+  int port = 0;  // 0: find a free one (one host), kDefaultMultiNodePort (several)
+  // torchrun-style, one kolorun per host: ranks node_rank * np ... of nnodes * np.
+  int nnodes = 1, node_rank = 0;
+  // From one place: a kolorun per host started through the remote-shell template.
+  std::vector<std::string> hosts;
+  std::string rsh = "ssh {host}";
   double grace_s = 5.0;
   bool prefix = true;
   std::vector<char*> cmd;  // CMD and its arguments, null-terminated for execvp
