@@ -8,7 +8,7 @@ packages=(
   libopenmpi-dev openmpi-bin libucx-dev libhwloc-dev libgloo-dev
   libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev clang-format iproute2 procps python3-matplotlib
-  libopenblas-dev python3-torch pybind11-dev python3-dev python3-pytest
+  libopenblas-dev python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest
   clang libclang-rt-14-dev
 )
 
