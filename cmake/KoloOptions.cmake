@@ -49,6 +49,12 @@ if(PkgConfig_FOUND)
   pkg_check_modules(OPENBLAS QUIET IMPORTED_TARGET openblas)
 endif()
 kolo_dependency(OPENBLAS OPENBLAS_FOUND)
+# hwloc: kolorun's --topology and --bind (Debian: libhwloc-dev).
+set(HWLOC_FOUND OFF)
+if(PkgConfig_FOUND)
+  pkg_check_modules(HWLOC QUIET IMPORTED_TARGET hwloc>=2.0)
+endif()
+kolo_dependency(HWLOC HWLOC_FOUND)
 # Python bindings (bindings/python: kolo._core, kolo.torch) for /usr/bin/python3 by default
 # (Debian: pybind11-dev, python3-dev; kolo.torch needs python3-torch); another interpreter with
 # -DPython_EXECUTABLE=... A sanitizer build skips them under AUTO: the interpreter would need

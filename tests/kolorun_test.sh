@@ -134,5 +134,38 @@ check "missing command named" contains err "kolorun-test-cmd"
 run -np 2 kolorun-no-such-command-$$
 check "missing command on PATH fails" test "$rc" = 127
 
+# The thread counts of the ranks' math libraries: the CPUs divided among the ranks, unless set.
+cpus=$(nproc)
+run -np 2 sh -c 'echo "threads $OMP_NUM_THREADS $OPENBLAS_NUM_THREADS"'
+share=$((cpus / 2 > 0 ? cpus / 2 : 1))
+check "OMP/OPENBLAS threads default to CPUs / ranks" contains out "threads $share $share"
+OMP_NUM_THREADS=7 run -np 1 sh -c 'echo "threads $OMP_NUM_THREADS"'
+check "OMP_NUM_THREADS set by the user is kept" contains out "threads 7"
+
+# hwloc: --topology and --bind (builds without hwloc say so).
+run --topology
+if [ "$rc" = 0 ]; then
+  check "--topology counts this host's hardware threads" contains out "core\\(s\\), $cpus hardware"
+  if [ "$cpus" -ge 2 ]; then
+    run --bind core -np 2 sh -c 'grep Cpus_allowed_list /proc/self/status'
+    mine=$(grep -c "Cpus_allowed_list:.[0-9]*$" "$TMP/out")
+    check "--bind core -np 2: each rank on a core of its own" test "$mine" = 2
+    check "--bind core: different cores" \
+      test "$(sed 's/.*list:.//' "$TMP/out" | sort -u | wc -l)" = 2
+  fi
+  run --bind socket -np 1 true
+  check "--bind with an unknown value is refused, naming it" contains err "--bind='socket'"
+else
+  check "--topology without hwloc names the package" contains err "libhwloc-dev"
+fi
+
+# Several hosts: option errors name what is missing.
+run --nnodes 2 -np 1 true
+check "--nnodes without --addr is refused" contains err "needs --addr"
+KOLO_SECRET= KOLO_SECRET_FILE= run --nnodes 2 --addr 10.0.0.1 -np 1 true
+check "--nnodes without a shared secret is refused" contains err "KOLO_SECRET"
+run --hosts a:2,b:3 true
+check "--hosts with unequal counts is refused" contains err "same count"
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -143,6 +144,7 @@ class Launcher {
   Clock::time_point deadline_;
   int wake_[2] = {-1, -1};
   std::optional<rlimit> fd_limit_;  // as kolorun found it, restored in the ranks
+  std::unique_ptr<Binder> binder_;  // --bind: loaded before the ranks are forked
 };
 
 Launcher::~Launcher() {
@@ -152,6 +154,7 @@ Launcher::~Launcher() {
 }
 
 void Launcher::setup() {
+  if (opts_.hosts.empty()) binder_ = std::make_unique<Binder>(opts_.bind);
   // Each rank holds two pipes; raise the soft descriptor limit as far as allowed.
   if (rlimit limit; getrlimit(RLIMIT_NOFILE, &limit) == 0) {
     fd_limit_ = limit;
@@ -300,6 +303,12 @@ void Launcher::exec_rank(int rank, int out_fd, int err_fd, int status_fd) {
     argv.push_back(nullptr);
     execvp(argv[0], argv.data());
   } else {
+    try {
+      binder_->bind(rank, opts_.np);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kolorun: rank %d: %s\n", first_rank() + rank, e.what());
+      _exit(126);
+    }
     setenv("KOLO_RANK", std::to_string(first_rank() + rank).c_str(), 1);
     setenv("KOLO_LOCAL_RANK", std::to_string(rank).c_str(), 1);
     execvp(opts_.cmd[0], opts_.cmd.data());

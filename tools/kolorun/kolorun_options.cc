@@ -42,6 +42,10 @@ options:
                 (an IPv4 address) or --addr; a fresh KOLO_SECRET is passed on the command line
   --rsh T       remote-shell template for --hosts, {host} replaced (default "ssh {host}";
                 test bed: "scripts/testbed.sh exec {host}")
+  --bind B      none (default), core (each rank its share of the cores: cores / N of them,
+                at least one) or numa (rank i on NUMA node i mod nodes, CPUs and memory)
+  --topology    print the packages, NUMA nodes, cores and network/GPU devices hwloc finds
+                on this host, and exit
   --grace S     seconds between SIGTERM and SIGKILL when stopping ranks (default 5)
   --no-prefix   forward output lines without the "[rank] " prefix
   -h, --help    show this help and exit
@@ -49,8 +53,8 @@ options:
 )";
 
 constexpr const char* kOptionList =
-    "-np/-n N, --addr A, --port P, --nnodes H, --node-rank I, --hosts LIST, --rsh T, --grace S, "
-    "--no-prefix, -h/--help, --version";
+    "-np/-n N, --addr A, --port P, --nnodes H, --node-rank I, --hosts LIST, --rsh T, --bind B, "
+    "--topology, --grace S, --no-prefix, -h/--help, --version";
 
 // "h1:4,h2:4" -> hosts and their (equal) rank count.
 int parse_hosts(const std::string& text, std::vector<std::string>* hosts) {
@@ -110,6 +114,11 @@ std::optional<Options> parse_options(int argc, char** argv) {
     if (name == "-h" || name == "--help") {
       std::fputs(kUsage, stdout);
       return std::nullopt;
+    } else if (name == "--topology" && !inline_value) {
+      std::fputs(describe_topology().c_str(), stdout);
+      return std::nullopt;
+    } else if (name == "--bind") {
+      opts.bind = parse_bind(value("none, core or numa"));
     } else if (name == "--version") {
       std::printf("kolorun (kolo) %s\n", KOLO_VERSION);
       return std::nullopt;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tools/kolorun/kolorun_topology.h"
+
 namespace kolo::kolorun {
 
 inline constexpr int kMaxRanks = 1024;
@@ -22,12 +24,13 @@ struct Options {
   // From one place: a kolorun per host started through the remote-shell template.
   std::vector<std::string> hosts;
   std::string rsh = "ssh {host}";
+  Bind bind = Bind::kNone;
   double grace_s = 5.0;
   bool prefix = true;
   std::vector<char*> cmd;  // CMD and its arguments, null-terminated for execvp
 };
 
-// nullopt: -h/--help or --version was asked for and printed on stdout.
+// nullopt: -h/--help, --version or --topology was asked for and printed on stdout.
 std::optional<Options> parse_options(int argc, char** argv);
 
 }  // namespace kolo::kolorun
