@@ -49,6 +49,12 @@ if(PkgConfig_FOUND)
   pkg_check_modules(OPENBLAS QUIET IMPORTED_TARGET openblas)
 endif()
 kolo_dependency(OPENBLAS OPENBLAS_FOUND)
+# UCX: the ucx transport (Debian: libucx-dev).
+set(UCX_FOUND OFF)
+if(PkgConfig_FOUND)
+  pkg_check_modules(UCX QUIET IMPORTED_TARGET ucx)
+endif()
+kolo_dependency(UCX UCX_FOUND)
 # hwloc: kolorun's --topology and --bind (Debian: libhwloc-dev).
 set(HWLOC_FOUND OFF)
 if(PkgConfig_FOUND)

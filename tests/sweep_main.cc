@@ -23,7 +23,7 @@ std::vector<std::string> split_list(const std::string& text) {
 
 void usage() {
   std::printf(
-      "usage: kolo_sweep [--transport auto|shm|tcp|mpi] [--sizes N,N,...] [--dtypes d,...]\n"
+      "usage: kolo_sweep [--transport auto|shm|tcp|mpi|ucx] [--sizes N,N,...] [--dtypes d,...]\n"
       "                  [--ops o,...] [--collectives c,...]\n");
 }
 

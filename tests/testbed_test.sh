@@ -2,16 +2,17 @@
 # Tests of scripts/testbed.sh and of kolo across its hosts: a 2-host bed of network namespaces
 # comes up with distinct hostnames, the hosts reach each other, a 2 hosts x 2 ranks
 # allreduce_bw over it is right, a reduced collective sweep passes over tcp (allreduce:
-# hierarchical) and over mpi (mpirun), a link taken down mid-collective fails every rank within
+# hierarchical), over ucx (UCX_TLS=tcp) and over mpi (mpirun), a link taken down mid-collective fails every rank within
 # the deadline, and `down` leaves nothing behind. Replaces any bed already up.
 # kolorun --hosts starts the ranks of every host from one place through the bed's remote shell.
-# Usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP KOLORUN
+# Usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP KOLORUN [WITH_UCX]
 #        (exit 0: passed, 77: skipped, not root or no netns)
 set -u
 
 BENCH=${1:?usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP}
 SWEEP=${2:?usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP KOLORUN}
-KOLORUN=${3:?usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP KOLORUN}
+KOLORUN=${3:?usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP KOLORUN [WITH_UCX]}
+WITH_UCX=${4:-0}  # 1: kolo was built with the ucx transport
 TESTBED="$(cd "$(dirname "$0")/.." && pwd)/scripts/testbed.sh"
 if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root"; exit 77; fi
 if ! ip netns list >/dev/null 2>&1; then echo "SKIP: 'ip netns' is unavailable"; exit 77; fi
@@ -82,6 +83,13 @@ sizes=0,1,1000,65536,1048579
 run_job sweep_tcp "$SWEEP" --sizes "$sizes"
 check "2x2 sweep over tcp (hierarchical allreduce) exits 0" test $? -eq 0
 check "2x2 sweep over tcp: 0 failed" grep -q " 0 failed" "$TMP/sweep_tcp.rank0"
+
+# UCX over its TCP transport (its shared memory would bypass the bed's links).
+if [ "$WITH_UCX" = 1 ]; then
+  run_job sweep_ucx env UCX_TLS=tcp KOLO_TRANSPORT=ucx "$SWEEP" --sizes "$sizes"
+  check "2x2 sweep over ucx (UCX_TLS=tcp) exits 0" test $? -eq 0
+  check "2x2 sweep over ucx: 0 failed" grep -q " 0 failed" "$TMP/sweep_ucx.rank0"
+fi
 
 if command -v mpirun >/dev/null; then
   timeout 600 mpirun --allow-run-as-root --oversubscribe -np 4 -H kolo-h1:2,kolo-h2:2 \

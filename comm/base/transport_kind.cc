@@ -6,16 +6,17 @@
 namespace kolo {
 
 const char* transport_name(TransportKind kind) {
-  static const char* const kNames[] = {"auto", "shm", "tcp", "mpi"};
+  static const char* const kNames[] = {"auto", "shm", "tcp", "mpi", "ucx"};
   return kNames[static_cast<int>(kind)];
 }
 
 TransportKind parse_transport(std::string_view text, std::string_view setting) {
-  static const std::array<std::pair<const char*, TransportKind>, 4> kTable{
+  static const std::array<std::pair<const char*, TransportKind>, 5> kTable{
       {{"auto", TransportKind::kAuto},
        {"shm", TransportKind::kShm},
        {"tcp", TransportKind::kTcp},
-       {"mpi", TransportKind::kMpi}}};
+       {"mpi", TransportKind::kMpi},
+       {"ucx", TransportKind::kUcx}}};
   return detail::parse_name(text, setting, "transport", kTable);
 }
 

@@ -7,8 +7,8 @@
 namespace kolo {
 
 // kAuto: shm when every rank is on one host, otherwise mpi when kolo was started by MPI,
-// otherwise tcp.
-enum class TransportKind : uint8_t { kAuto, kShm, kTcp, kMpi };
+// otherwise tcp. kUcx: UCX's tagged messages (chosen with KOLO_TRANSPORT=ucx).
+enum class TransportKind : uint8_t { kAuto, kShm, kTcp, kMpi, kUcx };
 
 const char* transport_name(TransportKind kind);
 TransportKind parse_transport(std::string_view text, std::string_view setting);

@@ -15,7 +15,8 @@ namespace kolo::collectives {
 CostModel default_cost_model(TransportKind transport) {
   switch (transport) {
     case TransportKind::kShm: return {2.0, 1.0 / 4000, 1.0 / 8000};
-    case TransportKind::kMpi: return {6.0, 1.0 / 2500, 1.0 / 8000};
+    case TransportKind::kMpi:
+    case TransportKind::kUcx: return {6.0, 1.0 / 2500, 1.0 / 8000};
     case TransportKind::kTcp:
     case TransportKind::kAuto: break;
   }

@@ -14,6 +14,9 @@
 #if KOLO_HAVE_MPI
 #include "comm/transport/mpi/context.h"
 #endif
+#if KOLO_HAVE_UCX
+#include "comm/transport/ucx/context.h"
+#endif
 
 namespace kolo::transport {
 
@@ -200,6 +203,14 @@ std::unique_ptr<Context> create_context(TransportKind kind, const ContextOptions
       KOLO_THROW(ErrorCode::kInvalidArgument,
                  "transport 'mpi' requested but this kolo was built without MPI "
                  "(KOLO_WITH_MPI)");
+#endif
+    case TransportKind::kUcx:
+#if KOLO_HAVE_UCX
+      return ucx::create(options);
+#else
+      KOLO_THROW(ErrorCode::kInvalidArgument,
+                 "transport 'ucx' requested but this kolo was built without UCX "
+                 "(KOLO_WITH_UCX; Debian: libucx-dev)");
 #endif
     case TransportKind::kAuto: break;
   }

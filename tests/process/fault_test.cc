@@ -56,8 +56,7 @@ TEST_P(KilledRank, SurvivorsFailWithinTheDeadlineNamingTheLostRank) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, KilledRank,
-                         ::testing::Values(TransportKind::kShm, TransportKind::kTcp),
+INSTANTIATE_TEST_SUITE_P(Transports, KilledRank, ::testing::ValuesIn(process_transports()),
                          [](const auto& info) { return std::string(transport_name(info.param)); });
 
 class AbsentRank : public ::testing::TestWithParam<TransportKind> {};
@@ -88,8 +87,7 @@ TEST_P(AbsentRank, RanksWaitingForItTimeOut) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, AbsentRank,
-                         ::testing::Values(TransportKind::kShm, TransportKind::kTcp),
+INSTANTIATE_TEST_SUITE_P(Transports, AbsentRank, ::testing::ValuesIn(process_transports()),
                          [](const auto& info) { return std::string(transport_name(info.param)); });
 
 // A job runs allreduces while hostile connections hit its store; it must finish correctly.

@@ -15,8 +15,17 @@
 #include "comm/base/dtype.h"
 #include "comm/bootstrap/tcp_store.h"
 #include "comm/communicator.h"
+#include "kolo_config.h"
 
 namespace kolo::testing {
+
+// The message transports the multi-process fault and mismatch tests run over: shm and tcp, and
+// ucx where kolo was built with it.
+inline std::vector<TransportKind> process_transports() {
+  std::vector<TransportKind> kinds{TransportKind::kShm, TransportKind::kTcp};
+  if (KOLO_HAVE_UCX) kinds.push_back(TransportKind::kUcx);
+  return kinds;
+}
 
 struct Outcome {
   bool exited = false;  // reported before the test's deadline

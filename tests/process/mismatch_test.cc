@@ -102,8 +102,7 @@ TEST_P(Mismatch, AlltoallvSplitsThatDoNotMatchFailOnEveryRank) {
       "alltoall");
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, Mismatch,
-                         ::testing::Values(TransportKind::kShm, TransportKind::kTcp),
+INSTANTIATE_TEST_SUITE_P(Transports, Mismatch, ::testing::ValuesIn(process_transports()),
                          [](const auto& info) { return std::string(transport_name(info.param)); });
 
 }  // namespace
