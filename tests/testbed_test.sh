@@ -3,7 +3,8 @@
 # comes up with distinct hostnames, the hosts reach each other, a 2 hosts x 2 ranks
 # allreduce_bw over it is right, a reduced collective sweep passes over tcp (allreduce:
 # hierarchical), over ucx (UCX_TLS=tcp) and over mpi (mpirun), a link taken down mid-collective fails every rank within
-# the deadline, and `down` leaves nothing behind. Replaces any bed already up.
+# the deadline, so do the survivors of a host whose ranks are killed, and `down` leaves nothing
+# behind. Replaces any bed already up.
 # kolorun --hosts starts the ranks of every host from one place through the bed's remote shell.
 # Usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP KOLORUN [WITH_UCX]
 #        (exit 0: passed, 77: skipped, not root or no netns)
@@ -122,6 +123,22 @@ for rank in 0 1 2 3; do
   check "link down: rank $rank names the rank it lost or waited for" \
     grep -qE "(peer lost|timeout).*rank [0-9]" "$TMP/linkdown.rank$rank"
 done
+# A host's ranks killed mid-collective: the other host's ranks fail within the deadline, naming
+# a lost rank on that host.
+ip link set kolo-h2v up
+start=$(date +%s)
+run_job killed env KOLO_TIMEOUT_SECONDS=10 "$BENCH" -b 64M -e 64M -n 1000 -w 0 -c 0 &
+job=$!
+sleep 4
+ip netns pids kolo-h2 | xargs -r kill -9
+wait "$job"
+elapsed=$(($(date +%s) - start))
+check "killed host: done within 60 s (took $elapsed s)" test "$elapsed" -lt 60
+for rank in 0 1; do
+  check "killed host: rank $rank fails naming a rank on kolo-h2" \
+    grep -qE "kolo (peer lost|timeout) error: .*rank [0-9].* on host kolo-h2" "$TMP/killed.rank$rank"
+done
+
 if [ "$failed" -gt 0 ]; then tail -c 1500 "$TMP"/*.rank* "$TMP"/*.out >&2 2>/dev/null; fi
 
 check "testbed down" "$TESTBED" down
