@@ -124,6 +124,8 @@ class Communicator {
   std::shared_ptr<Communicator> split_with(int color, int key, const CommunicatorOptions& options);
   // Algorithm::kHierarchical (communicator_hierarchical.cc).
   void hierarchical_allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op);
+  void hierarchical_allreduce_steps(const void* send, void* recv, size_t count, DType dtype,
+                                    ReduceOp op);
   struct Hierarchy;
 
   static std::shared_ptr<Communicator> build(std::shared_ptr<bootstrap::Store> base,

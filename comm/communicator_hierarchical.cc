@@ -114,8 +114,25 @@ struct Communicator::Hierarchy {
 Communicator::Communicator() = default;
 Communicator::~Communicator() = default;
 
+// A failure in one of the sub-communicators (a lost host seen by the shard communicator) is
+// also made the failure of the other, so that this host's other ranks, waiting for this one in
+// their local collective, report the root cause (the rank and host really lost) instead of
+// "lost rank 0" on their own host.
 void Communicator::hierarchical_allreduce(const void* send, void* recv, size_t count, DType dtype,
                                           ReduceOp op) {
+  try {
+    hierarchical_allreduce_steps(send, recv, count, dtype, op);
+  } catch (const Error& e) {
+    if (hierarchy_) {  // the worker has stopped: the steps wait for it before they unwind
+      for (Communicator* c : {hierarchy_->local.get(), hierarchy_->shard.get()})
+        if (c != nullptr && c->context_ && !c->context_->failed()) c->context_->fail(e.what());
+    }
+    throw;
+  }
+}
+
+void Communicator::hierarchical_allreduce_steps(const void* send, void* recv, size_t count,
+                                                DType dtype, ReduceOp op) {
   if (!hierarchy_) {  // every rank gets here in the same call: the splits are collective
     auto h = std::make_unique<Hierarchy>();
     std::vector<int> per_host(static_cast<size_t>(cross_size_), 0);
