@@ -3,6 +3,9 @@
 // make the peers of a failed rank fail fast instead of waiting out their timeout.
 #include "comm/transport/mpi/context.h"
 
+#include <sched.h>
+#include <time.h>
+
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -15,7 +18,6 @@
 #include "comm/base/transport_kind.h"
 #include "comm/bootstrap/mpi_world.h"
 #include "comm/bootstrap/store.h"
-#include "comm/transport/backoff.h"
 #include "comm/transport/mpi/pair.h"  // and <mpi.h>, without its C++ bindings
 
 namespace kolo::transport::mpi {
@@ -27,6 +29,38 @@ using Clock = std::chrono::steady_clock;
 // Abort notices are empty messages on their own tag, so they never match a data receive. The
 // reason travels through the store (Context::fail leaves it there before do_abort).
 constexpr int kNoticeTag = 1;
+
+// Backoff while nothing completes: a few tight tests, then yields for a short window (pieces
+// of a moving transfer complete well within it), then sleeps doubling up to 1 ms. Ranks may
+// outnumber cores, so a waiter never spins for long.
+constexpr int kTightTests = 16;
+constexpr auto kYieldWindow = std::chrono::microseconds(200);
+constexpr std::chrono::nanoseconds kFirstSleep = std::chrono::microseconds(10);
+constexpr std::chrono::nanoseconds kMaxSleep = std::chrono::milliseconds(1);
+
+class Backoff {
+ public:
+  void progressed(Clock::time_point now) {
+    idle_tests_ = 0;
+    since_ = now;
+    sleep_ = kFirstSleep;
+  }
+  void pause() {
+    if (++idle_tests_ <= kTightTests) return;
+    if (Clock::now() - since_ < kYieldWindow) {
+      sched_yield();
+      return;
+    }
+    timespec ts{0, static_cast<long>(sleep_.count())};
+    nanosleep(&ts, nullptr);
+    sleep_ = std::min(sleep_ * 2, kMaxSleep);
+  }
+
+ private:
+  int idle_tests_ = 0;
+  Clock::time_point since_ = Clock::now();
+  std::chrono::nanoseconds sleep_ = kFirstSleep;
+};
 
 // MPI_Comm_create_group's tag only separates concurrent creations over overlapping groups;
 // 32767 is the smallest MPI_TAG_UB the standard allows. FNV-1a of the communicator's name.
