@@ -215,7 +215,11 @@ std::shared_ptr<Communicator> Communicator::split_with(int color, int key,
                  " is invalid; use a color >= 0 or kUndefinedColor");
   int64_t mine[2] = {color, key};
   std::vector<int64_t> all(2 * static_cast<size_t>(size_));
-  allgather(mine, all.data(), 2, DType::kInt64);
+  CollectiveOptions flat;  // the hierarchical collectives split: they must not be used here
+  if (choose_algorithm(Collective::kAllgather, sizeof mine * all.size() / 2) ==
+      Algorithm::kHierarchical)
+    flat.algorithm = Algorithm::kRing;
+  allgather(mine, all.data(), 2, DType::kInt64, flat);
   const int seq = splits_++;
   if (color == kUndefinedColor) return nullptr;
   std::vector<int> members;

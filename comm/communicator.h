@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -123,10 +124,16 @@ class Communicator {
   Communicator();  // with ~Communicator() where Hierarchy is complete
   std::shared_ptr<Communicator> split_with(int color, int key, const CommunicatorOptions& options);
   // Algorithm::kHierarchical (communicator_hierarchical.cc).
-  void hierarchical_allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op);
-  void hierarchical_allreduce_steps(const void* send, void* recv, size_t count, DType dtype,
-                                    ReduceOp op);
   struct Hierarchy;
+  Hierarchy& hierarchy();  // collective the first time
+  void hierarchical(const std::function<void(Hierarchy&)>& steps);
+  void hierarchical_allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op);
+  void hierarchical_allreduce_steps(Hierarchy& h, const void* send, void* recv, size_t count,
+                                    DType dtype, ReduceOp op);
+  // Only where every host has the same number of consecutive ranks.
+  void hierarchical_reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
+                                   ReduceOp op);
+  void hierarchical_allgather(const void* send, void* recv, size_t count, DType dtype);
 
   static std::shared_ptr<Communicator> build(std::shared_ptr<bootstrap::Store> base,
                                              std::string tag, int rank, int size,
@@ -154,7 +161,7 @@ class Communicator {
   Algorithm last_algorithm_ = Algorithm::kAuto;  // for logging changes of choice
   int splits_ = 0;
   std::shared_ptr<Communicator> local_, cross_;
-  std::unique_ptr<Hierarchy> hierarchy_;  // made by the first hierarchical allreduce
+  std::unique_ptr<Hierarchy> hierarchy_;  // made by the first hierarchical collective
 };
 
 }  // namespace kolo

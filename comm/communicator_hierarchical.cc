@@ -1,4 +1,5 @@
-// Algorithm::kHierarchical, the allreduce of a communicator whose ranks are on several hosts:
+// Algorithm::kHierarchical, the collectives of a communicator whose ranks are on several hosts.
+// Allreduce:
 //   1. within each host, over shared memory, a reduce-scatter leaves local rank i with shard i
 //      of the host's sum (k shards, k = the fewest ranks any host has; a host with more ranks
 //      allreduces instead, and its ranks from k on hold no shard);
@@ -9,6 +10,13 @@
 // When the count splits into k equal shards and every host has k ranks, the data goes from send
 // through this rank's shard (in a scratch buffer from alloc_shared) to recv; otherwise through
 // a scratch buffer of k zero-padded shards. Averages sum and divide once.
+// Reduce-scatter and allgather, when every host has k ranks numbered consecutively (host j holds
+// ranks jk .. jk + k - 1, so rank jk + i's block is reached by local rank i's shard
+// communicator at its rank j): a reduce-scatter is H local reduce-scatters (host j's k blocks,
+// local rank i keeping the host's sum of block jk + i) and then one reduce-scatter of those H
+// pieces among local rank i's peers; an allgather is the shard communicator's allgather and
+// then H local allgathers, each writing one host's k blocks. A host's link carries (H-1)/H of
+// the data instead of the flat ring's (n-1)/n.
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -114,25 +122,7 @@ struct Communicator::Hierarchy {
 Communicator::Communicator() = default;
 Communicator::~Communicator() = default;
 
-// A failure in one of the sub-communicators (a lost host seen by the shard communicator) is
-// also made the failure of the other, so that this host's other ranks, waiting for this one in
-// their local collective, report the root cause (the rank and host really lost) instead of
-// "lost rank 0" on their own host.
-void Communicator::hierarchical_allreduce(const void* send, void* recv, size_t count, DType dtype,
-                                          ReduceOp op) {
-  try {
-    hierarchical_allreduce_steps(send, recv, count, dtype, op);
-  } catch (const Error& e) {
-    if (hierarchy_) {  // the worker has stopped: the steps wait for it before they unwind
-      for (Communicator* c : {hierarchy_->local.get(), hierarchy_->shard.get()})
-        if (c != nullptr && c->context_ && !c->context_->failed()) c->context_->fail(e.what());
-    }
-    throw;
-  }
-}
-
-void Communicator::hierarchical_allreduce_steps(const void* send, void* recv, size_t count,
-                                                DType dtype, ReduceOp op) {
+Communicator::Hierarchy& Communicator::hierarchy() {
   if (!hierarchy_) {  // every rank gets here in the same call: the splits are collective
     auto h = std::make_unique<Hierarchy>();
     std::vector<int> per_host(static_cast<size_t>(cross_size_), 0);
@@ -146,7 +136,58 @@ void Communicator::hierarchical_allreduce_steps(const void* send, void* recv, si
     KOLO_ASSERT(h->local->rank() == local_rank_ && h->local->size() == local_size_);
     hierarchy_ = std::move(h);
   }
-  Hierarchy& h = *hierarchy_;
+  return *hierarchy_;
+}
+
+// A failure in one of the sub-communicators (a lost host seen by the shard communicator) is
+// also made the failure of the other, so that this host's other ranks, waiting for this one in
+// their local collective, report the root cause (the rank and host really lost) instead of
+// "lost rank 0" on their own host.
+void Communicator::hierarchical(const std::function<void(Hierarchy&)>& steps) {
+  try {
+    steps(hierarchy());
+  } catch (const Error& e) {
+    if (hierarchy_) {  // the worker has stopped: the steps wait for it before they unwind
+      for (Communicator* c : {hierarchy_->local.get(), hierarchy_->shard.get()})
+        if (c != nullptr && c->context_ && !c->context_->failed()) c->context_->fail(e.what());
+    }
+    throw;
+  }
+}
+
+void Communicator::hierarchical_reduce_scatter(const void* send, void* recv, size_t count,
+                                               DType dtype, ReduceOp op) {
+  hierarchical([&](Hierarchy& h) {
+    const size_t esize = dtype_size(dtype), k = static_cast<size_t>(local_size_);
+    const ReduceOp sum = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+    char* pieces = h.reserve(static_cast<size_t>(cross_size_) * count * esize);
+    for (size_t j = 0; j < static_cast<size_t>(cross_size_); ++j)
+      h.local->reduce_scatter(static_cast<const char*>(send) + j * k * count * esize,
+                              pieces + j * count * esize, count, dtype, sum);
+    h.shard->reduce_scatter(pieces, recv, count, dtype, sum);
+    if (op == ReduceOp::kAverage) reduce::finish_average(recv, count, dtype, size_);
+  });
+}
+
+void Communicator::hierarchical_allgather(const void* send, void* recv, size_t count, DType dtype) {
+  hierarchical([&](Hierarchy& h) {
+    const size_t esize = dtype_size(dtype), k = static_cast<size_t>(local_size_);
+    char* pieces = h.reserve(static_cast<size_t>(cross_size_) * count * esize);
+    h.shard->allgather(send, pieces, count, dtype);  // before recv is written: send may lie in it
+    for (size_t j = 0; j < static_cast<size_t>(cross_size_); ++j)
+      h.local->allgather(pieces + j * count * esize,
+                         static_cast<char*>(recv) + j * k * count * esize, count, dtype);
+  });
+}
+
+void Communicator::hierarchical_allreduce(const void* send, void* recv, size_t count, DType dtype,
+                                          ReduceOp op) {
+  hierarchical(
+      [&](Hierarchy& h) { hierarchical_allreduce_steps(h, send, recv, count, dtype, op); });
+}
+
+void Communicator::hierarchical_allreduce_steps(Hierarchy& h, const void* send, void* recv,
+                                                size_t count, DType dtype, ReduceOp op) {
   Communicator& local = *h.local;
   const size_t esize = dtype_size(dtype), shards = static_cast<size_t>(h.shards);
   const size_t block = (count + shards - 1) / shards;

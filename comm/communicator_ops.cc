@@ -80,7 +80,10 @@ bool fits(Collective collective, Algorithm algorithm, const collectives::Transpo
     case Algorithm::kLowLatency:
       return allreduce && t.small_slot_bytes > 0 && bytes <= t.small_slot_bytes;
     case Algorithm::kDirect: return t.direct && collective != Collective::kBarrier;
-    case Algorithm::kHierarchical: return allreduce && t.hosts > 1 && t.most_per_host > 1;
+    case Algorithm::kHierarchical:
+      return t.hosts > 1 && t.most_per_host > 1 &&
+             (allreduce || (t.host_blocks && (collective == Collective::kReduceScatter ||
+                                              collective == Collective::kAllgather)));
   }
   return false;
 }
@@ -99,6 +102,9 @@ collectives::TransportTraits traits_of(TransportKind kind, transport::SharedMemo
   }
   t.hosts = std::max<int>(1, static_cast<int>(per_host.size()));
   for (int count : per_host) t.most_per_host = std::max(t.most_per_host, count);
+  t.host_blocks = host_of_rank.size() == static_cast<size_t>(t.hosts * t.most_per_host);
+  for (size_t r = 0; r < host_of_rank.size() && t.host_blocks; ++r)
+    t.host_blocks = host_of_rank[r] == static_cast<int>(r) / t.most_per_host;
   return t;
 }
 
@@ -123,6 +129,9 @@ Algorithm Communicator::choose_algorithm(Collective collective, size_t bytes,
   if (algorithm != Algorithm::kAuto) return algorithm;
   if (collective == Collective::kAllreduce)
     return collectives::choose_allreduce(traits, bytes, size_);
+  // Across hosts the hierarchical reduce-scatter and allgather send fewer bytes over every
+  // host's link ((H-1)/H S against (n-1)/n S) and fewer messages ((H-1) against (n-1)).
+  if (fits(collective, Algorithm::kHierarchical, traits, bytes)) return Algorithm::kHierarchical;
   return fits(collective, Algorithm::kDirect, traits, bytes) ? Algorithm::kDirect
                                                              : Algorithm::kRing;
 }
@@ -194,6 +203,8 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
   }
   if (algorithm == Algorithm::kDirect)
     return collectives::shm_direct_reduce_scatter(*shared_, send, recv, recv_count, dtype, op);
+  if (algorithm == Algorithm::kHierarchical)
+    return hierarchical_reduce_scatter(send, recv, recv_count, dtype, op);
   collectives::ring_reduce_scatter(*context_, send, recv, recv_count, dtype, op);
 }
 
@@ -217,6 +228,11 @@ void Communicator::allgatherv(const void* send, size_t send_count, void* recv,
   Algorithm algorithm = begin(Collective::kAllgather, total * esize, options, dtype);
   if (algorithm == Algorithm::kDirect && size_ > 1 && total > 0)
     return collectives::shm_direct_allgatherv(*shared_, send, recv, recv_counts, dtype);
+  // The hierarchical allgather takes equal counts; allgatherv with others goes round the ring.
+  const bool equal = std::all_of(recv_counts.begin(), recv_counts.end(),
+                                 [&](size_t c) { return c == send_count; });
+  if (algorithm == Algorithm::kHierarchical && equal && total > 0)
+    return hierarchical_allgather(send, recv, send_count, dtype);
   size_t own = std::accumulate(recv_counts.begin(), recv_counts.begin() + rank_, size_t{0});
   copy_if_distinct(static_cast<char*>(recv) + own * esize, send, send_count * esize);
   if (size_ == 1 || total == 0) return;

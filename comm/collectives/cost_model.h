@@ -30,6 +30,7 @@ struct TransportTraits {
   bool direct = false;          // the shared-memory direct collectives may run
   int hosts = 1;                // hosts the ranks are on
   int most_per_host = 1;        // ranks on the most crowded host
+  bool host_blocks = false;     // every host has most_per_host consecutive ranks
 };
 
 // Predicted microseconds of an allreduce of `bytes` over `ranks` on `hosts` hosts, ranks in

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <sstream>
 
@@ -72,18 +73,22 @@ void run_allreduce(Case& c, bool in_place, Algorithm algorithm) {
   c.hash = fnv1a(out, c.count * dtype_size(c.dtype));
 }
 
-void run_reduce_scatter(Case& c) {
+// In place: the output is this rank's block of the input (as ZeRO-1's gradient buffer).
+void run_reduce_scatter(Case& c, bool in_place) {
   const int n = c.comm.size(), r = c.comm.rank();
   auto send = filled(c.dtype, c.op, r, c.count * static_cast<size_t>(n));
   auto recv = make_buffer(c.dtype, c.count);
-  c.comm.reduce_scatter(send.data(), recv.data(), c.count, c.dtype, c.op);
-  check(c, recv.data(), c.count, expected_pattern(c.dtype, c.op, n),
+  char* out =
+      in_place ? send.data() + static_cast<size_t>(r) * c.count * dtype_size(c.dtype) : recv.data();
+  c.comm.reduce_scatter(send.data(), out, c.count, c.dtype, c.op);
+  check(c, out, c.count, expected_pattern(c.dtype, c.op, n),
         phase_of(static_cast<size_t>(r) * c.count), c.op);
-  c.finish(recv, c.count);
+  c.hash = fnv1a(out, c.count * dtype_size(c.dtype));
 }
 
-// allgatherv: rank p contributes count + 3p elements (the first dimension differs by rank).
-void run_allgather(Case& c, bool variable) {
+// allgatherv: rank p contributes count + 3p elements (the first dimension differs by rank). In
+// place (allgather only): the input is this rank's block of the output.
+void run_allgather(Case& c, bool variable, bool in_place = false) {
   const int n = c.comm.size(), r = c.comm.rank();
   std::vector<size_t> counts;
   for (int p = 0; p < n; ++p)
@@ -94,7 +99,11 @@ void run_allgather(Case& c, bool variable) {
   auto recv = make_buffer(c.dtype, total);
   if (variable)
     c.comm.allgatherv(send.data(), counts[static_cast<size_t>(r)], recv.data(), counts, c.dtype);
-  else
+  else if (in_place) {
+    char* mine = recv.data() + static_cast<size_t>(r) * c.count * dtype_size(c.dtype);
+    std::memcpy(mine, send.data(), c.count * dtype_size(c.dtype));
+    c.comm.allgather(mine, recv.data(), c.count, c.dtype);
+  } else
     c.comm.allgather(send.data(), recv.data(), c.count, c.dtype);
   size_t at = 0;
   for (int p = 0; p < n; ++p) {
@@ -244,9 +253,10 @@ SweepResult run_sweep(Communicator& comm, const SweepConfig& config) {
         bool in_place = (count + static_cast<size_t>(op)) % 2 == 0;
         run("allreduce", dtype, op, count,
             [&](Case& c) { run_allreduce(c, in_place, config.algorithm); });
-        run("reduce_scatter", dtype, op, count, run_reduce_scatter);
+        run("reduce_scatter", dtype, op, count, [&](Case& c) { run_reduce_scatter(c, !in_place); });
       }
-      run("allgather", dtype, sum, count, [](Case& c) { run_allgather(c, false); });
+      const bool in_place = count % 2 == 1;
+      run("allgather", dtype, sum, count, [&](Case& c) { run_allgather(c, false, in_place); });
       run("allgatherv", dtype, sum, count, [](Case& c) { run_allgather(c, true); });
       run("broadcast", dtype, sum, count, run_broadcast);
       run("alltoall", dtype, sum, count, [](Case& c) { run_alltoall(c, false); });

@@ -2,8 +2,11 @@
 // (KOLO_HOSTNAME) get local ranks per host, a shm local communicator and a tcp cross one.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
+#include "comm/base/algorithm.h"
+#include "comm/base/error.h"
 #include "comm/base/reduce_op.h"
 #include "comm/base/transport_kind.h"
 #include "tests/process/job.h"
@@ -36,6 +39,52 @@ TEST(Topology, TwoFakeHostsGiveLocalAndCrossCommunicators) {
     if (odd) expect(odd->size() == 2 && odd->rank() == (rank == 3 ? 0 : 1), "split key order");
   });
   for (const Outcome& o : job.collect(30.0)) EXPECT_TRUE(o.ok) << o.message;
+}
+
+// kAuto across hosts: hierarchical allreduce, reduce-scatter and allgather where every host has
+// the same number of consecutive ranks; with hosts interleaved (ranks 0 and 2 on one host) only
+// the allreduce is hierarchical, and asking for the others names what is accepted.
+TEST(Topology, HierarchicalChoiceFollowsTheRankLayout) {
+  for (bool interleaved : {false, true}) {
+    ForkedJob job(4, TransportKind::kAuto, 20.0);
+    for (int r = 0; r < 4; ++r)
+      job.set_env(r, "KOLO_HOSTNAME", (interleaved ? r % 2 : r / 2) == 0 ? "host-a" : "host-b");
+    job.start([interleaved](Communicator& comm, int) {
+      auto expect = [](bool ok, const std::string& what) {
+        if (!ok) throw std::runtime_error(what);
+      };
+      const size_t mib = size_t{1} << 20;
+      expect(comm.choose_algorithm(Collective::kAllreduce, mib) == Algorithm::kHierarchical,
+             "allreduce across hosts should be hierarchical");
+      const Algorithm want = interleaved ? Algorithm::kRing : Algorithm::kHierarchical;
+      for (Collective c : {Collective::kReduceScatter, Collective::kAllgather})
+        expect(
+            comm.choose_algorithm(c, mib) == want,
+            std::string(collective_name(c)) + ": " + algorithm_name(comm.choose_algorithm(c, mib)));
+      if (interleaved) {
+        try {
+          comm.choose_algorithm(Collective::kAllgather, mib,
+                                CollectiveOptions{Algorithm::kHierarchical});
+          expect(false, "a forced hierarchical allgather on interleaved hosts should throw");
+        } catch (const Error& e) {
+          expect(std::string(e.what()).find("accepted: auto, ring") != std::string::npos, e.what());
+        }
+      }
+      // Results match the closed form both ways (in place, as ZeRO's buffers are).
+      std::vector<int64_t> v(4 * 1000);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = comm.rank() * 10000 + static_cast<int64_t>(i);
+      comm.reduce_scatter(v.data(), v.data() + comm.rank() * 1000, 1000, DType::kInt64,
+                          ReduceOp::kSum);
+      for (size_t i = 0; i < 1000; ++i) {
+        const int64_t at = comm.rank() * 1000 + static_cast<int64_t>(i);
+        expect(v[comm.rank() * 1000 + i] == 60000 + 4 * at, "reduce_scatter element");
+      }
+      comm.allgather(v.data() + comm.rank() * 1000, v.data(), 1000, DType::kInt64);
+      for (size_t i = 0; i < v.size(); ++i)
+        expect(v[i] == 60000 + 4 * static_cast<int64_t>(i), "allgather element");
+    });
+    for (const Outcome& o : job.collect(30.0)) EXPECT_TRUE(o.ok) << o.message;
+  }
 }
 
 }  // namespace
