@@ -167,13 +167,15 @@ void Context::throw_timeout(int peer) const {
 }
 
 void Context::throw_peer_lost(int peer, const std::string& how) const {
-  // A peer that aborted left its reason in the store before telling us; quote its root cause
+  // A peer that aborted left its reason in the store (and, over shared memory, in its segment,
+  // readable when the store's host is the rank exiting) before telling us; quote its root cause
   // (the innermost reason) so every rank names the rank that really failed.
   std::string reported;
   try {
-    if (store_) {
-      std::string reason =
-          store_->get("abort/" + std::to_string(peer), std::chrono::milliseconds(20));
+    std::string reason = abort_reason(peer);
+    if (reason.empty() && store_)
+      reason = store_->get("abort/" + std::to_string(peer), std::chrono::milliseconds(20));
+    if (!reason.empty()) {
       const std::string marker = "it had failed with: ";
       size_t inner = reason.rfind(marker);
       if (inner != std::string::npos)

@@ -138,8 +138,10 @@ class Context {
   // Progresses until `t` completes or throws, building errors with throw_timeout() and
   // throw_peer_lost().
   virtual void do_wait(Transfer* t) = 0;
-  // Tells peers that this rank gave up (best effort, never throws).
+  // Tells peers that this rank gave up (best effort, never throws; failure_ says why).
   virtual void do_abort() noexcept = 0;
+  // Why `peer` gave up, where the transport itself carries it (empty: ask the store).
+  virtual std::string abort_reason(int /*peer*/) const { return {}; }
 
   // Throws kMismatch when a peer's call differs from this rank's, on every rank that sees it.
   void check_call(int peer, const CallSignature& theirs) const;

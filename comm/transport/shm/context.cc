@@ -384,6 +384,12 @@ void ShmContext::wait_for_peers(uint64_t generation) {
   }
 }
 
+std::string ShmContext::abort_reason(int peer) const {
+  const SegmentHeader* h = header(peer);
+  if (h == nullptr || h->aborted.load(std::memory_order_acquire) == 0) return {};
+  return std::string(h->abort_reason, strnlen(h->abort_reason, sizeof h->abort_reason));
+}
+
 void ShmContext::check_peer_alive(int peer) {
   if (pairs_[static_cast<size_t>(peer)]->peer_gone())
     throw_peer_lost(peer, "its process exited or it aborted");
@@ -448,6 +454,9 @@ const char* ShmContext::mapped_peer_range(int peer, const void* remote, size_t b
 void ShmContext::do_abort() noexcept {
   SegmentHeader* self = header(rank_);
   if (self == nullptr) return;
+  const size_t n = std::min(failure_.size(), sizeof self->abort_reason - 1);
+  std::memcpy(self->abort_reason, failure_.data(), n);
+  self->abort_reason[n] = '\0';
   self->aborted.store(1, std::memory_order_release);
   for (int p = 0; p < size_; ++p)
     if (p != rank_ && header(p) != nullptr) ring_doorbell(header(p));

@@ -31,6 +31,9 @@ struct alignas(64) SegmentHeader {
   uint64_t magic;
   int32_t pid;
   std::atomic<uint32_t> aborted;
+  // Why this rank gave up, written before `aborted`: local peers quote it without the store,
+  // whose host may be the rank that is exiting.
+  char abort_reason[1024];
   alignas(64) std::atomic<uint32_t> doorbell;  // bumped by peers on every state change
   std::atomic<uint32_t> sleepers;              // > 0 while the owner sleeps on the doorbell
   // Direct collectives (comm/collectives/shm_direct.cc): `generation` counts this rank's

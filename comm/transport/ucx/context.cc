@@ -52,6 +52,7 @@ class UcxContext final : public Context {
   struct Op {
     Transfer* t = nullptr;
     void* request = nullptr;  // null: completed when posted
+    ucs_status_t status = UCS_OK;
   };
   struct Lane {
     std::deque<Op> ops;  // posting order
@@ -69,7 +70,10 @@ class UcxContext final : public Context {
   // A transfer that ended with `status`: kMismatch for a message larger than the receive (its
   // header would have said so), else the peer is lost.
   [[noreturn]] void throw_failed(const Transfer& t, ucs_status_t status, const char* what) const;
-  // Completes the finished operations at the front of every lane; true when any did.
+  // Completes the finished operations at the front of every lane; true when any did. One that
+  // failed stays at its lane's front, in failed_, until a wait reports it: a receive that a
+  // larger message truncated is reported after its header (posted before it), which names the
+  // call the sender was in.
   bool progress();
   bool progress_lane(Lane& lane);
   void release(Lane& lane) noexcept;
@@ -78,6 +82,7 @@ class UcxContext final : public Context {
   ucp_worker_h worker_ = nullptr;
   int event_fd_ = -1;  // readable when the worker has events (ucp_worker_arm)
   std::vector<Peer> peers_;
+  const Op* failed_ = nullptr;
 };
 
 UcxContext::UcxContext(const ContextOptions& options) : Context(options) {
@@ -185,7 +190,10 @@ void UcxContext::do_wait(Transfer* t) {
   int idle = 0;
   while (!t->complete()) {
     const bool worked = ucp_worker_progress(worker_) != 0;
-    if (progress() || worked) {
+    const bool moved = progress() || worked;
+    if (t->complete()) break;
+    if (failed_ != nullptr) throw_failed(*failed_->t, failed_->status, "a transfer");
+    if (moved) {
       last_progress = Clock::now();
       idle = 0;
       continue;
@@ -227,7 +235,11 @@ bool UcxContext::progress_lane(Lane& lane) {
       if (status == UCS_INPROGRESS) break;
       ucp_request_free(op.request);
       op.request = nullptr;
-      if (status != UCS_OK) throw_failed(*op.t, status, "a transfer");
+      op.status = status;
+    }
+    if (op.status != UCS_OK) {
+      failed_ = &op;
+      break;
     }
     op.t->done = op.t->bytes;
     lane.ops.pop_front();
@@ -245,6 +257,7 @@ void UcxContext::release(Lane& lane) noexcept {
     ucp_request_free(op.request);
   }
   lane.ops.clear();
+  failed_ = nullptr;
 }
 
 void UcxContext::do_abort() noexcept {
