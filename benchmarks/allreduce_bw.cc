@@ -12,6 +12,7 @@
 #include "benchmarks/baselines.h"
 #include "benchmarks/bench_case.h"
 #include "benchmarks/bench_options.h"
+#include "benchmarks/copy_bound.h"
 #include "benchmarks/report.h"
 #include "comm/base/error.h"
 #include "comm/bootstrap/launch_env.h"
@@ -144,7 +145,10 @@ int run_benchmark(const Options& o) {
     Row row{c,
             algorithm_name(comm->choose_algorithm(c.coll, c.bytes, CollectiveOptions{o.algorithm})),
             measure(*comm, kolo, c, buffers, o),
+            {},
             {}};
+    if (o.bound)
+      row.bound = measure_copy_bound(*comm, buffers.send(), buffers.recv(), c.bytes, o.iters);
     wrong += std::max<int64_t>(row.kolo.wrong, 0);
     for (auto& peer : peers) {
       row.peers.push_back(measure(*comm, *peer, c, buffers, o));

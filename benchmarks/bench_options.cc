@@ -57,6 +57,7 @@ struct RawFlags {
   std::string min_bytes = "8", max_bytes = "256M", step_factor = "2", iters = "20", warmup = "5";
   std::string check = "1", dtype = "float32", op = "sum", coll = "allreduce", algo = "auto";
   std::string transport = "auto", csv, json, inplace = "0", alloc = "malloc";
+  std::string bound = "1";
   std::vector<std::string> compare;
 };
 
@@ -81,6 +82,9 @@ void add_flags(CLI::App& app, RawFlags& raw) {
       ->delimiter(',');
   flag("--inplace", raw.inplace, "0|1", "1: allgather in place (MPI_IN_PLACE for MPI)");
   flag("--alloc", raw.alloc, "KIND", "malloc, or shared: kolo::alloc_shared buffers");
+  flag("--bound", raw.bound, "0|1",
+       "1: per row, the copy rate of a buffer of its size with every rank copying (bound and "
+       "%bound columns)");
   flag("--csv", raw.csv, "FILE", "also write every row to FILE as CSV");
   flag("--json", raw.json, "FILE", "also write the run and every row to FILE as JSON");
 }
@@ -111,6 +115,7 @@ Options convert(const RawFlags& raw) {
   if (raw.alloc != "malloc" && raw.alloc != "shared")
     bad_flag("--alloc", raw.alloc, "malloc or shared");
   o.shared_buffers = raw.alloc == "shared";
+  o.bound = parse_int(raw.bound, "--bound", 0, 1) == 1;
   o.csv_path = raw.csv;
   o.json_path = raw.json;
   return o;

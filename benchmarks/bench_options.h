@@ -41,6 +41,7 @@ struct Options {
   std::vector<std::string> compare;  // "mpi", "gloo", in the order given
   bool in_place = false;             // --inplace 1: allgather with MPI_IN_PLACE semantics
   bool shared_buffers = false;       // --alloc shared: buffers from kolo::alloc_shared
+  bool bound = true;                 // --bound 1: the copy bound per row (copy_bound.h)
   std::string csv_path, json_path;
 };
 

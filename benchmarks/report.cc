@@ -22,6 +22,10 @@ double algbw(const BenchCase& c, const Measurement& m) {
 double busbw(const BenchCase& c, const Measurement& m) {
   return algbw(c, m) * bus_factor(c.coll, c.nranks);
 }
+// kolo's busbw as a fraction of the copy bound.
+double bound_fraction(const Row& row) {
+  return row.bound.best() > 0 ? busbw(row.c, row.kolo) / row.bound.best() : 0;
+}
 const char* redop_name(const BenchCase& c) {
   return reduces(c.coll) ? op_name(c.op) : "none";
 }
@@ -62,6 +66,7 @@ Report::Report(const Options& options, const RunInfo& info) : options_(options),
     columns_.insert(columns_.end(),
                     {{peer + "_time(us)", width}, {peer + "_busbw", width - 2}, {"ratio", 8}});
   }
+  if (options_.bound) columns_.insert(columns_.end(), {{"bound(GB/s)", 12}, {"%bound", 7}});
   open_files();
 }
 
@@ -72,6 +77,7 @@ void Report::open_files() {
     csv_ << "size,count,type,redop,algorithm,time_us,algbw_gbps,busbw_gbps,wrong";
     for (const std::string& p : options_.compare)
       csv_ << ',' << p << "_time_us," << p << "_busbw_gbps," << p << "_ratio," << p << "_wrong";
+    if (options_.bound) csv_ << ",bound_gbps,bound_fraction";
     csv_ << '\n';
   }
   if (!options_.json_path.empty()) {
@@ -119,6 +125,8 @@ std::string Report::format_row(const Row& row) const {
     cells.insert(cells.end(),
                  {fixed(m.seconds * 1e6), fixed(busbw(c, m)), fixed(m.seconds / row.kolo.seconds)});
   }
+  if (options_.bound)
+    cells.insert(cells.end(), {fixed(row.bound.best()), fixed(100 * bound_fraction(row), 0) + "%"});
   std::string line;
   for (size_t i = 0; i < cells.size(); ++i) {
     char cell[96];
@@ -143,6 +151,8 @@ void Report::write_csv_row(const Row& row) {
     csv_ << ',' << fixed(m.seconds * 1e6, 3) << ',' << fixed(busbw(c, m), 4) << ','
          << fixed(m.seconds / row.kolo.seconds, 4) << ',' << wrong(m.wrong);
   }
+  if (options_.bound)
+    csv_ << ',' << fixed(row.bound.best(), 4) << ',' << fixed(bound_fraction(row), 4);
   csv_ << '\n' << std::flush;
 }
 
@@ -180,6 +190,11 @@ void Report::write_json() {
     r["kolo"] = measurement_json(row.c, row.kolo, nullptr);
     for (size_t i = 0; i < row.peers.size(); ++i)
       r[options_.compare[i]] = measurement_json(row.c, row.peers[i], &row.kolo);
+    if (options_.bound)
+      r["bound"] = {{"gbps", row.bound.best()},
+                    {"memcpy_gbps", row.bound.memcpy_gbps},
+                    {"stream_gbps", row.bound.stream_gbps},
+                    {"fraction", bound_fraction(row)}};
     j["rows"].push_back(r);
   }
   json_ << j.dump(1) << '\n';
@@ -205,6 +220,11 @@ int64_t Report::finish() {
               wrong == 0 ? "OK" : "FAILED");
   std::printf("# average kolo busbw: %s GB/s\n",
               fixed(rows_.empty() ? 0 : sum / static_cast<double>(rows_.size()), 3).c_str());
+  if (options_.bound)
+    std::printf(
+        "# bound: per row, the rate at which one rank copies a buffer of the row's size while "
+        "every rank copies its own (the faster of memcpy and a streaming-store copy, the slowest "
+        "rank's); %%bound = kolo busbw / bound\n");
   if (json_.is_open()) write_json();
   return wrong;
 }

@@ -10,6 +10,7 @@
 
 #include "benchmarks/bench_case.h"
 #include "benchmarks/bench_options.h"
+#include "benchmarks/copy_bound.h"
 
 namespace kolo::bench {
 
@@ -25,6 +26,7 @@ struct Row {
   std::string algorithm;  // kolo's algorithm for this size
   Measurement kolo;
   std::vector<Measurement> peers;  // in --compare order
+  CopyBound bound;                 // zero without --bound 1
 };
 
 struct RunInfo {
