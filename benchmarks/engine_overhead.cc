@@ -83,6 +83,10 @@ int main(int argc, char** argv) try {
   int steps = 50, warmup = 5;
   app.add_option("-n,--steps", steps, "timed steps per workload")->check(CLI::Range(1, 100000));
   app.add_option("-w,--warmup", warmup, "untimed steps first")->check(CLI::Range(0, 100000));
+  std::vector<std::string> only;
+  app.add_option("--only", only, "run only these workloads (1x8B, 100x4KiB, 100x256KiB)")
+      ->check(CLI::IsMember({"1x8B", "100x4KiB", "100x256KiB"}))
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   auto comm = kolo::Communicator::init();
   Engine engine(comm);
@@ -94,7 +98,8 @@ int main(int argc, char** argv) try {
   }
   for (Workload w : {Workload{"1x8B", 1, 8}, Workload{"100x4KiB", 100, 4096},
                      Workload{"100x256KiB", 100, 256 * 1024}})
-    run(*comm, engine, w, warmup, steps);
+    if (only.empty() || std::find(only.begin(), only.end(), w.name) != only.end())
+      run(*comm, engine, w, warmup, steps);
   auto s = engine.stats();
   if (comm->rank() == 0)
     std::printf(

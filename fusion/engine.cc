@@ -20,8 +20,8 @@
 namespace kolo::engine {
 
 using Clock = std::chrono::steady_clock;
-// A submission burst has ended when nothing new arrived for this long.
-constexpr auto kBurstGap = std::chrono::microseconds(10);
+// The longest a burst of submissions holds the loop back: this many cycle times.
+constexpr int kSettleWindows = 10;
 
 Engine::Impl::Impl(std::shared_ptr<Communicator> comm, EngineOptions opts)
     : world_(std::move(comm)), options_(std::move(opts)) {
@@ -32,6 +32,8 @@ Engine::Impl::Impl(std::shared_ptr<Communicator> comm, EngineOptions opts)
                     world_->rank());
   }
   executor_ = std::make_unique<Executor>(options_, &timeline_, &stats_);
+  driver_ = std::make_shared<Driver>();
+  driver_->impl = this;
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -58,7 +60,17 @@ Engine::Impl::~Impl() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard<std::mutex> run(driver_->mutex);  // waits for a helper's iteration
+    driver_->impl = nullptr;
+  }
   timeline_.stop();
+}
+
+bool Engine::Impl::help(Driver& driver) {
+  std::unique_lock<std::mutex> run(driver.mutex, std::try_to_lock);
+  if (!run.owns_lock() || driver.impl == nullptr) return false;
+  return driver.impl->iterate(true) != Pass::kStopped;
 }
 
 Handle Engine::Impl::submit(Request request, TensorView input, TensorView output, int set) {
@@ -122,8 +134,10 @@ std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int se
   // of its group waiting for it.
   for (const Submission& op : ops) check_submission(op);
   std::vector<std::shared_ptr<Handle::State>> states;
-  for (size_t i = 0; i < ops.size(); ++i)
+  for (size_t i = 0; i < ops.size(); ++i) {
     states.push_back(one_state && i > 0 ? states[0] : std::make_shared<Handle::State>());
+    states.back()->driver = driver_;
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   KOLO_CHECK_ARG(set >= 0 && set < static_cast<int>(sets_.size()) && sets_[set], "process set ",
                  set, " does not exist on rank ", world_->rank());
@@ -153,76 +167,110 @@ std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int se
     names[ops[i].request.name] = states[i];
     timeline_.begin(ops[i].request.name, "NEGOTIATE");
     queue_.push_back(
-        {set, Pending{std::move(ops[i].request), ops[i].input, ops[i].output, states[i]}});
+        {set, Pending{std::move(ops[i].request), ops[i].input, ops[i].output, states[i], 0}});
   }
-  wake_.notify_one();
+  if (idle_) wake_.notify_one();  // a busy or settling loop takes the queue anyway
   return handles;
 }
 
 void Engine::Impl::loop() {
   // Microsecond sleeps need a small timer slack (the default 50 us would dominate them).
   ::prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  auto idle_wait = std::chrono::microseconds(0);
+  using std::chrono::microseconds;
+  auto idle_wait = microseconds(0);
   while (true) {
-    std::vector<std::shared_ptr<ProcessSet>> sets;
-    bool stopping;
+    bool woken;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait_for(lock, idle_wait, [&] { return stopping_ || !queue_.empty(); });
-      take_queue(lock);
-      sets.assign(sets_.begin(), sets_.begin() + static_cast<std::ptrdiff_t>(active_sets_));
-      stopping = stopping_;
+      idle_ = true;
+      woken =
+          wake_.wait_for(lock, idle_wait, [&] { return stopping_ || dead_ || !queue_.empty(); });
+      idle_ = false;
+      // Let the burst that woke us come in (a backward pass hands over gradient after
+      // gradient); a thread that submits and then waits takes the work itself meanwhile.
+      if (woken) settle(lock);
     }
-    bool busy = false;
-    try {
-      for (auto& set : sets)
-        if (set && set->comm) busy = cycle(*set) || busy;
-    } catch (const Error& e) {
-      fail_everything(e.code(), e.message());  // the cause's code: timeout, peer lost, ...
-      return;
-    } catch (const std::exception& e) {
-      fail_everything(ErrorCode::kInternal, e.what());
-      return;
+    Pass pass = Pass::kIdle;
+    if (driver_->waiters.load() == 0) {
+      std::lock_guard<std::mutex> run(driver_->mutex);
+      // A waiter may already have done what this wake-up was for (Handle::wait helps).
+      if (!woken || has_work()) pass = iterate(false);
     }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      for (auto& [id, names] : active_)
-        std::erase_if(names, [](const auto& entry) { return entry.second->is_done(); });
-    }
-    if (stopping) {
-      fail_everything(ErrorCode::kPeerLost, "the engine was shut down");
-      return;
-    }
-    ++stats_.cycles;
-    // Idle ranks still take part in cycles that busy ranks start, a few ms apart at most.
-    idle_wait = busy ? std::chrono::microseconds(0)
-                     : std::min(idle_wait * 2 + std::chrono::microseconds(50),
-                                std::chrono::microseconds(5000));
+    if (pass == Pass::kStopped) return;
+    // While idle, a cycle every few ms: ranks that wait take part in them (a collective's
+    // deadline counts from its last progress), and busy ranks' ops wake the loop anyway.
+    idle_wait = pass == Pass::kBusy
+                    ? microseconds(0)
+                    : std::clamp(idle_wait * 2, microseconds(1000), microseconds(5000));
   }
 }
 
-void Engine::Impl::take_queue(std::unique_lock<std::mutex>& lock) {
-  if (!queue_.empty() && options_.cycle_time_ms > 0) {
-    // Batch a burst of submissions: wait while they keep coming, at most the cycle time.
-    const auto limit =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double, std::milli>(options_.cycle_time_ms));
-    size_t seen = queue_.size();
-    for (auto quiet_since = Clock::now(); Clock::now() < limit;) {
-      lock.unlock();
-      std::this_thread::yield();  // lets the submitting threads run on a busy core
-      lock.lock();
-      if (queue_.size() != seen) {
-        seen = queue_.size();
-        quiet_since = Clock::now();
-      } else if (Clock::now() - quiet_since >= kBurstGap) {
-        break;
-      }
-    }
+bool Engine::Impl::has_work() {
+  std::vector<std::shared_ptr<ProcessSet>> sets;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ || dead_ || !queue_.empty()) return true;
+    sets.assign(sets_.begin(), sets_.begin() + static_cast<std::ptrdiff_t>(active_sets_));
   }
+  for (const auto& set : sets)  // pending and joined change under driver_->mutex only
+    if (set && (!set->pending.empty() || set->joined)) return true;
+  return false;
+}
+
+Engine::Impl::Pass Engine::Impl::iterate(bool helping) {
+  std::vector<std::shared_ptr<ProcessSet>> sets;
+  bool stopping;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (dead_) return Pass::kStopped;
+    take_queue();
+    sets.assign(sets_.begin(), sets_.begin() + static_cast<std::ptrdiff_t>(active_sets_));
+    stopping = stopping_;
+  }
+  bool busy = false;
+  try {
+    for (auto& set : sets) {
+      if (!set || !set->comm) continue;
+      set->comm->set_busy_polling(helping);
+      busy = cycle(*set) || busy;
+    }
+  } catch (const Error& e) {
+    fail_everything(e.code(), e.message());  // the cause's code: timeout, peer lost, ...
+    return Pass::kStopped;
+  } catch (const std::exception& e) {
+    fail_everything(ErrorCode::kInternal, e.what());
+    return Pass::kStopped;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [id, names] : active_)
+      std::erase_if(names, [](const auto& entry) { return entry.second->is_done(); });
+  }
+  if (stopping) {
+    fail_everything(ErrorCode::kPeerLost, "the engine was shut down");
+    return Pass::kStopped;
+  }
+  ++stats_.cycles;
+  return busy ? Pass::kBusy : Pass::kIdle;
+}
+
+void Engine::Impl::settle(std::unique_lock<std::mutex>& lock) {
+  if (options_.cycle_time_ms <= 0) return;
+  const auto window = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double, std::milli>(options_.cycle_time_ms));
+  // Window after window while submissions keep coming (at most kSettleWindows), and none once
+  // a thread waits: it drives. Only a stop wakes these waits (submissions notify an idle loop).
+  for (int i = 0; i < kSettleWindows && !stopping_ && !dead_; ++i) {
+    const size_t seen = queue_.size();
+    wake_.wait_for(lock, window, [&] { return stopping_ || dead_; });
+    if (queue_.size() == seen || driver_->waiters.load() > 0) return;
+  }
+}
+
+void Engine::Impl::take_queue() {
   for (auto& [set, p] : queue_) {
     ProcessSet& ps = *sets_[static_cast<size_t>(set)];
-    ps.order.push_back(p.request.name);
+    p.seq = ps.submitted++;
     if (p.request.type == OpType::kJoin) {
       ps.joined = true;
       ps.join_state = p.state;
@@ -305,10 +353,13 @@ std::vector<Response> Engine::Impl::negotiate(ProcessSet& set, bool joined,
                                               const std::set<std::string>& skip) {
   ++stats_.negotiations;
   Communicator& comm = *set.comm;
+  std::vector<const Pending*> ordered;  // in submission order
+  for (const auto& [name, p] : set.pending)
+    if (!skip.count(name)) ordered.push_back(&p);
+  std::sort(ordered.begin(), ordered.end(),
+            [](const Pending* a, const Pending* b) { return a->seq < b->seq; });
   std::vector<Request> mine;
-  for (const auto& name : set.order)
-    if (auto it = set.pending.find(name); it != set.pending.end() && !skip.count(name))
-      mine.push_back(it->second.request);
+  for (const Pending* p : ordered) mine.push_back(p->request);
   std::string bytes = encode_requests(mine, joined);
   const size_t n = static_cast<size_t>(comm.size());
   int64_t my_size = static_cast<int64_t>(bytes.size());

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fusion/executor.h"
+#include "fusion/handle_state.h"
 #include "fusion/process_set.h"
 #include "fusion/stats.h"
 #include "timeline/timeline.h"
@@ -39,6 +40,10 @@ class Engine::Impl {
   // rank.
   std::string next_barrier_name(int set);
 
+  // Runs one loop iteration on the calling thread (a thread waiting for a handle of this
+  // engine) if no other thread is running one and the engine is alive; true when it ran one.
+  static bool help(Driver& driver);
+
   Communicator& world() const { return *world_; }
   timeline::Timeline& timeline() { return timeline_; }
   EngineStats stats() const { return stats_.snapshot(); }
@@ -47,8 +52,18 @@ class Engine::Impl {
   // Settings every rank must share, compared at construction (kMismatch naming both values).
   void check_settings_agree();
   void loop();
-  // Moves the queue into the process sets; false when the loop should stop.
-  void take_queue(std::unique_lock<std::mutex>& lock);
+  // One iteration: take the queue, one cycle per active set. Runs with driver_->mutex held, on
+  // the loop thread or (helping) a thread waiting for a handle, whose waits for peers may spin.
+  enum class Pass { kIdle, kBusy, kStopped };
+  Pass iterate(bool helping);
+  // Queued or pending ops, a join or a stop: what makes an iteration worth running now. With
+  // driver_->mutex held.
+  bool has_work();
+  // With mutex_ held (released while it sleeps): waits after a wake-up until submissions stop
+  // coming for a cycle time, so that one cycle takes a whole burst, unless the engine stops.
+  void settle(std::unique_lock<std::mutex>& lock);
+  // Moves the queue into the process sets; with mutex_ held.
+  void take_queue();
   bool cycle(ProcessSet& set);
   std::vector<Response> negotiate(ProcessSet& set, bool joined, const std::set<std::string>& skip);
   // Fails every pending and queued op, and every later submission, with this error.
@@ -73,10 +88,12 @@ class Engine::Impl {
   size_t active_sets_ = 1;
   std::map<int, uint64_t> barriers_;  // per set: barriers submitted so far
   bool stopping_ = false, dead_ = false;
+  bool idle_ = false;  // the loop waits for work: a submission wakes it
   ErrorCode death_code_ = ErrorCode::kPeerLost;
   std::string death_;
 
-  std::unique_ptr<Executor> executor_;  // the loop thread's alone
+  std::unique_ptr<Executor> executor_;  // used under driver_->mutex only
+  std::shared_ptr<Driver> driver_;      // shared with every handle's state
   std::thread thread_;
 };
 

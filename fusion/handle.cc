@@ -1,11 +1,14 @@
 // Handle and its shared State, TensorView and the names of the engine's op types.
+#include <algorithm>
 #include <thread>
 
-#include "fusion/handle_state.h"
+#include "fusion/engine_impl.h"
 
 namespace kolo::engine {
 
 constexpr int kSpinChecks = 50;
+// How long a waiter sleeps before it looks again whether it may run an iteration itself.
+constexpr std::chrono::microseconds kHelpInterval(200);
 
 size_t TensorView::count() const {
   size_t n = 1;
@@ -31,14 +34,30 @@ void Handle::State::complete(Status s) {
 
 bool Handle::wait(std::chrono::milliseconds timeout) const {
   KOLO_CHECK_ARG(state_ != nullptr, "wait on an empty Handle");
-  // Most ops finish within tens of microseconds: look a few times before sleeping, which
-  // saves a futex wake-up on each side.
-  for (int i = 0; i < kSpinChecks; ++i) {
-    if (state_->is_done()) return true;
-    std::this_thread::yield();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  struct Waiting {
+    Driver* driver;
+    explicit Waiting(Driver* d) : driver(d) {
+      if (driver) ++driver->waiters;
+    }
+    ~Waiting() {
+      if (driver) --driver->waiters;
+    }
+  } waiting(state_->is_done() ? nullptr : state_->driver.get());
+  while (!state_->is_done()) {
+    // Run the engine's next iteration here when no other thread is running one.
+    if (state_->driver && Engine::Impl::help(*state_->driver)) continue;
+    // Another thread is: look a few times (it usually finishes within microseconds, and a
+    // futex wake-up on each side costs more), then sleep until done or a moment has passed.
+    for (int i = 0; i < kSpinChecks && !state_->is_done(); ++i) std::this_thread::yield();
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return state_->is_done();
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    state_->changed.wait_for(
+        lock, std::min<std::chrono::steady_clock::duration>(deadline - now, kHelpInterval),
+        [&] { return state_->is_done(); });
   }
-  std::unique_lock<std::mutex> lock(state_->mutex);
-  return state_->changed.wait_for(lock, timeout, [&] { return state_->is_done(); });
+  return true;
 }
 
 bool Handle::done() const {

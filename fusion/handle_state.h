@@ -4,12 +4,26 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "fusion/engine.h"
 
 namespace kolo::engine {
+
+// Who runs the engine's loop iterations: the loop thread, or a thread waiting for a handle
+// (Handle::wait), which then does the engine's work itself instead of waking the loop thread
+// and sleeping until it is scheduled (on busy cores, a wake-up can come a whole time slice
+// late). `mutex` is held for the length of an iteration, so one thread at a time drives the
+// process sets; `impl` is cleared, under it, when the engine goes.
+struct Driver {
+  std::mutex mutex;
+  Engine::Impl* impl = nullptr;
+  // Threads inside Handle::wait: while there are any, they drive and the loop thread stays out
+  // of their way (taking over a cycle from a waiter costs it a wake-up).
+  std::atomic<int> waiters{0};
+};
 
 struct Handle::State {
   std::mutex mutex;
@@ -19,7 +33,8 @@ struct Handle::State {
   // Results the engine sizes (allgather, alltoall, reduce_scatter), written before complete().
   std::vector<char> output;
   std::vector<int64_t> output_shape;
-  int64_t value = -1;  // join: the last rank to join
+  int64_t value = -1;              // join: the last rank to join
+  std::shared_ptr<Driver> driver;  // null: waits only wait
 
   // The first call wins; later ones are ignored.
   void complete(Status s);

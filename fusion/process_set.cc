@@ -8,8 +8,9 @@ namespace kolo::engine {
 
 ProcessSet::ProcessSet(int id_, std::shared_ptr<Communicator> comm_, const EngineOptions& options)
     : id(id_), comm(std::move(comm_)), cache(options.cache_capacity) {
-  // The engine's thread shares its cores with the application's compute: it sleeps while it
-  // waits for peers instead of spinning.
+  // Set per iteration (Engine::Impl::iterate): the loop thread, which shares its cores with the
+  // application's compute, sleeps while it waits for peers; a thread waiting for a handle,
+  // which has nothing else to do, may spin first.
   comm->set_busy_polling(false);
   if (comm->rank() == 0)
     coordinator = std::make_unique<Coordinator>(comm->size(), options.stall_check_seconds,
@@ -18,7 +19,6 @@ ProcessSet::ProcessSet(int id_, std::shared_ptr<Communicator> comm_, const Engin
 
 void ProcessSet::remove(const std::string& name) {
   pending.erase(name);
-  std::erase(order, name);
 }
 
 }  // namespace kolo::engine

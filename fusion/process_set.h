@@ -2,6 +2,7 @@
 // set's rank 0) coordinator, and the ops submitted on this rank that have not finished.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@ struct Pending {
   Request request;
   TensorView input, output;
   std::shared_ptr<Handle::State> state;
+  uint64_t seq = 0;  // submission order within the set
 };
 
 struct ProcessSet {
@@ -28,7 +30,7 @@ struct ProcessSet {
   ResponseCache cache;
   std::unique_ptr<Coordinator> coordinator;  // on the set's rank 0
   std::map<std::string, Pending> pending;    // by name
-  std::vector<std::string> order;            // names in submission order
+  uint64_t submitted = 0;                    // ops taken from the queue so far
   bool joined = false;
   std::shared_ptr<Handle::State> join_state;
 

@@ -26,8 +26,10 @@ struct Request {
   std::string group;
   int32_t group_size = 0;
 
-  // Everything ranks must agree on, as text for the cache and for mismatch messages.
+  // Everything ranks must agree on, as text for mismatch messages.
   std::string signature() const;
+  // The same fields as signature() compared directly (the cache asks per pending op and cycle).
+  bool same_signature(const Request& other) const;
 };
 
 struct Response {

@@ -13,7 +13,7 @@ bool ResponseCache::cacheable(const Response& r) {
 
 std::optional<size_t> ResponseCache::lookup(const Request& request) const {
   auto it = position_.find(request.name);
-  if (it == position_.end() || entries_[it->second].signature != request.signature())
+  if (it == position_.end() || !entries_[it->second].response.params.same_signature(request))
     return std::nullopt;
   return it->second;
 }
@@ -21,7 +21,7 @@ std::optional<size_t> ResponseCache::lookup(const Request& request) const {
 void ResponseCache::put(const Response& response) {
   if (capacity_ == 0 || !cacheable(response)) return;
   const std::string& name = response.names[0];
-  Entry entry{response.params.signature(), response, ++clock_};
+  Entry entry{response, ++clock_};
   if (auto it = position_.find(name); it != position_.end()) {
     entries_[it->second] = std::move(entry);
     return;

@@ -32,7 +32,6 @@ class ResponseCache {
 
  private:
   struct Entry {
-    std::string signature;
     Response response;
     uint64_t inserted = 0;
   };

@@ -158,6 +158,12 @@ std::string Request::signature() const {
   return s.str();
 }
 
+bool Request::same_signature(const Request& o) const {
+  return type == o.type && dtype == o.dtype && shape == o.shape && op == o.op &&
+         prescale == o.prescale && postscale == o.postscale && compression == o.compression &&
+         root == o.root && group == o.group && (group.empty() || group_size == o.group_size);
+}
+
 std::string encode_requests(const std::vector<Request>& requests, bool joined) {
   Writer w;
   w.pod<uint8_t>(joined ? 1 : 0);
