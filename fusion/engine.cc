@@ -20,8 +20,6 @@
 namespace kolo::engine {
 
 using Clock = std::chrono::steady_clock;
-// The longest a burst of submissions holds the loop back: this many cycle times.
-constexpr int kSettleWindows = 10;
 
 Engine::Impl::Impl(std::shared_ptr<Communicator> comm, EngineOptions opts)
     : world_(std::move(comm)), options_(std::move(opts)) {
@@ -81,10 +79,17 @@ Handle Engine::Impl::submit(Request request, TensorView input, TensorView output
 
 namespace {
 
+struct OpWhat {
+  const Request& r;
+};
+std::ostream& operator<<(std::ostream& out, const OpWhat& w) {
+  return out << op_type_name(w.r.type) << " of '" << w.r.name << "'";
+}
+
 // What the loop would otherwise trust: a bad value here used to end the engine thread for good.
 void check_submission(const Engine::Impl::Submission& op) {
   const Request& r = op.request;
-  const std::string what = std::string(op_type_name(r.type)) + " of '" + r.name + "'";
+  const OpWhat what{r};  // formatted only into an error message (this runs for every op)
   KOLO_CHECK_ARG(static_cast<int>(r.dtype) < kNumDTypes, what, ": dtype ",
                  static_cast<int>(r.dtype), " is not a kolo dtype (0-", kNumDTypes - 1, ")");
   KOLO_CHECK_ARG(static_cast<int>(r.op) < kNumReduceOps, what, ": reduce op ",
@@ -258,13 +263,8 @@ void Engine::Impl::settle(std::unique_lock<std::mutex>& lock) {
   if (options_.cycle_time_ms <= 0) return;
   const auto window = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double, std::milli>(options_.cycle_time_ms));
-  // Window after window while submissions keep coming (at most kSettleWindows), and none once
-  // a thread waits: it drives. Only a stop wakes these waits (submissions notify an idle loop).
-  for (int i = 0; i < kSettleWindows && !stopping_ && !dead_; ++i) {
-    const size_t seen = queue_.size();
-    wake_.wait_for(lock, window, [&] { return stopping_ || dead_; });
-    if (queue_.size() == seen || driver_->waiters.load() > 0) return;
-  }
+  // Only a stop wakes this wait (submissions notify an idle loop only).
+  wake_.wait_for(lock, window, [&] { return stopping_ || dead_; });
 }
 
 void Engine::Impl::take_queue() {
@@ -327,25 +327,27 @@ bool Engine::Impl::cycle(ProcessSet& set) {
     ++active_sets_;  // cycled from the next iteration on, on every rank
   }
   const bool someone_joined = !bits[cap + kNotJoined];
-  std::vector<Response> responses;
+  // Cache hits are run from the cache itself (not copied: a step's worth of tensors per cycle);
+  // the cache changes only after the run.
+  std::vector<const Response*> responses;
   if (!someone_joined)
     for (size_t pos = 0; pos < cap; ++pos)
-      if (bits[pos]) responses.push_back(set.cache.at(pos));
+      if (bits[pos]) responses.push_back(&set.cache.at(pos));
   stats_.cache_hits += responses.size();
-  const size_t hits = responses.size();
+  std::vector<Response> negotiated;
   if (!bits[cap + kNoUncached] || someone_joined) {
     std::set<std::string> hit;
-    for (const auto& r : responses) hit.insert(r.names[0]);
-    auto negotiated = negotiate(set, set.joined, hit);
-    responses.insert(responses.end(), negotiated.begin(), negotiated.end());
+    for (const Response* r : responses) hit.insert(r->names[0]);
+    negotiated = negotiate(set, set.joined, hit);
+    for (const Response& r : negotiated) responses.push_back(&r);
   }
   if (responses.empty()) return !set.pending.empty() || set.joined;
   if (timeline_.active())  // agreed everywhere: each tensor now waits for its turn
-    for (const auto& r : responses)
-      for (const auto& name : r.names)
+    for (const Response* r : responses)
+      for (const auto& name : r->names)
         if (set.pending.count(name)) timeline_.transition(name, "NEGOTIATE", "QUEUE");
   executor_->run(set, responses);
-  for (size_t i = hits; i < responses.size(); ++i) set.cache.put(responses[i]);
+  for (const Response& r : negotiated) set.cache.put(r);
   return true;
 }
 

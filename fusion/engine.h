@@ -90,7 +90,7 @@ class Handle {
 
 struct EngineOptions {
   size_t fusion_threshold = 64 << 20;  // KOLO_FUSION_THRESHOLD (bytes)
-  double cycle_time_ms = 0.05;         // KOLO_CYCLE_TIME_MS: batching window after a wake
+  double cycle_time_ms = 1.0;          // KOLO_CYCLE_TIME_MS: the loop thread's batching window
   size_t cache_capacity = 1024;        // KOLO_CACHE_CAPACITY (0 disables the cache)
   double stall_check_seconds = 60;     // KOLO_STALL_CHECK_SECONDS
   double stall_shutdown_seconds = 0;   // KOLO_STALL_SHUTDOWN_SECONDS (0 = never)

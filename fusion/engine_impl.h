@@ -59,8 +59,8 @@ class Engine::Impl {
   // Queued or pending ops, a join or a stop: what makes an iteration worth running now. With
   // driver_->mutex held.
   bool has_work();
-  // With mutex_ held (released while it sleeps): waits after a wake-up until submissions stop
-  // coming for a cycle time, so that one cycle takes a whole burst, unless the engine stops.
+  // With mutex_ held (released while it sleeps): waits the cycle time after a wake-up, so that
+  // one cycle takes what a burst of submissions brings in that time, unless the engine stops.
   void settle(std::unique_lock<std::mutex>& lock);
   // Moves the queue into the process sets; with mutex_ held.
   void take_queue();

@@ -43,9 +43,9 @@ DType wire_dtype(DType dtype, Compression compression) {
   return compression == Compression::kFp16 ? DType::kFloat16 : DType::kBFloat16;
 }
 
-void Executor::run(ProcessSet& set, const std::vector<Response>& responses) {
+void Executor::run(ProcessSet& set, const std::vector<const Response*>& responses) {
   for (size_t i = 0; i < responses.size();) {
-    const Response& r = responses[i];
+    const Response& r = *responses[i];
     if (r.kind == Response::Kind::kError) {
       finish(set, r, Status::failure(ErrorCode::kMismatch, r.error));
       ++i;
@@ -60,10 +60,10 @@ void Executor::run(ProcessSet& set, const std::vector<Response>& responses) {
       // never split, even when it alone is larger).
       std::vector<const Response*> group{&r};
       size_t bytes = wire_bytes(r);
-      for (++i; i < responses.size() && fusable(r, responses[i]) && !unfused(responses[i]); ++i) {
-        const size_t more = wire_bytes(responses[i]);
+      for (++i; i < responses.size() && fusable(r, *responses[i]) && !unfused(*responses[i]); ++i) {
+        const size_t more = wire_bytes(*responses[i]);
         if (bytes + more > options_.fusion_threshold) break;
-        group.push_back(&responses[i]);
+        group.push_back(responses[i]);
         bytes += more;
       }
       allreduce_fused(set, group);
@@ -112,19 +112,23 @@ void Executor::allreduce_fused(ProcessSet& set, const std::vector<const Response
     total += wire_bytes(*r);
     tensors += r->names.size();
   }
+  // Each member's pending op, looked up once (end: this rank joined and contributes zeros).
+  std::vector<PendingMap::iterator> members;
+  for_each_tensor(
+      group, [&](const Response& r, size_t i) { members.push_back(set.pending.find(r.names[i])); });
   char* buf = buffer_.reserve(total);
-  pack_all(set, group, buf);
+  pack_all(set, group, members, buf);
   Communicator& comm = *set.comm;
   if (timeline_->active()) {
     const char* algorithm = algorithm_name(comm.choose_algorithm(Collective::kAllreduce, total));
-    for_each_tensor(group, [&](const Response& r, size_t i) {
-      if (!set.pending.count(r.names[i])) return;
-      timeline_->begin(r.names[i], "ALLREDUCE",
+    for (auto it : members) {
+      if (it == set.pending.end()) continue;
+      timeline_->begin(it->first, "ALLREDUCE",
                        {{"algorithm", algorithm},
                         {"transport", transport_name(comm.transport())},
                         {"bytes", total},
                         {"tensors", tensors}});
-    });
+    }
   }
   const ReduceOp op = p.op == ReduceOp::kAverage ? ReduceOp::kSum : p.op;
   comm.allreduce(buf, buf, total / dtype_size(wire), wire, op);
@@ -137,25 +141,29 @@ void Executor::allreduce_fused(ProcessSet& set, const std::vector<const Response
   }
   double post = p.postscale;
   if (p.op == ReduceOp::kAverage) post /= comm.size();
-  unpack_all(set, group, buf, post);
-  for (const Response* r : group) finish(set, *r, Status::success());
+  unpack_all(set, group, members, buf, post);
+  for (auto it : members) {
+    if (it == set.pending.end()) continue;
+    it->second.state->complete(Status::success());
+    set.pending.erase(it);
+  }
 }
 
-void Executor::pack_all(ProcessSet& set, const std::vector<const Response*>& group, char* buf) {
+void Executor::pack_all(ProcessSet& set, const std::vector<const Response*>& group,
+                        const std::vector<PendingMap::iterator>& members, char* buf) {
   const Request& p = group[0]->params;
   const DType wire = wire_dtype(p.dtype, p.compression);
-  size_t at = 0;
+  size_t at = 0, k = 0;
   for_each_tensor(group, [&](const Response& r, size_t i) {
-    const std::string& name = r.names[i];
     const size_t bytes = static_cast<size_t>(r.counts[i]) * dtype_size(wire);
-    auto it = set.pending.find(name);
+    auto it = members[k++];
     if (it == set.pending.end()) {
       std::memset(buf + at, 0, bytes);  // this rank joined: it contributes zeros
     } else {
-      timeline_->transition(name, "QUEUE", "PACK");
+      timeline_->transition(it->first, "QUEUE", "PACK");
       fusion::pack(buf + at, wire, it->second.input.data, p.dtype, bytes / dtype_size(wire),
                    p.prescale);
-      timeline_->end(name, "PACK");
+      timeline_->end(it->first, "PACK");
     }
     std::memset(buf + at + bytes, 0, wire_bytes(r, i) - bytes);
     at += wire_bytes(r, i);
@@ -163,18 +171,18 @@ void Executor::pack_all(ProcessSet& set, const std::vector<const Response*>& gro
 }
 
 void Executor::unpack_all(ProcessSet& set, const std::vector<const Response*>& group,
-                          const char* buf, double postscale) {
+                          const std::vector<PendingMap::iterator>& members, const char* buf,
+                          double postscale) {
   const Request& p = group[0]->params;
   const DType wire = wire_dtype(p.dtype, p.compression);
-  size_t at = 0;
+  size_t at = 0, k = 0;
   for_each_tensor(group, [&](const Response& r, size_t i) {
-    const std::string& name = r.names[i];
-    auto it = set.pending.find(name);
+    auto it = members[k++];
     if (it != set.pending.end()) {
-      timeline_->transition(name, "ALLREDUCE", "UNPACK");
+      timeline_->transition(it->first, "ALLREDUCE", "UNPACK");
       fusion::unpack(it->second.output.data, p.dtype, buf + at, wire,
                      static_cast<size_t>(r.counts[i]), postscale);
-      timeline_->end(name, "UNPACK");
+      timeline_->end(it->first, "UNPACK");
       stats_->bytes_submitted += it->second.input.bytes();
     }
     at += wire_bytes(r, i);

@@ -19,7 +19,7 @@ class Executor {
  public:
   Executor(const EngineOptions& options, timeline::Timeline* timeline, StatCounters* stats)
       : options_(options), timeline_(timeline), stats_(stats) {}
-  void run(ProcessSet& set, const std::vector<Response>& responses);
+  void run(ProcessSet& set, const std::vector<const Response*>& responses);
 
  private:
   // Tensors of at least this many bytes skip the fusion buffer (see executor.cc).
@@ -27,8 +27,10 @@ class Executor {
   bool unfused(const Response& response) const;
   void run_unfused(ProcessSet& set, const Response& response);
   void allreduce_fused(ProcessSet& set, const std::vector<const Response*>& group);
-  void pack_all(ProcessSet& set, const std::vector<const Response*>& group, char* buf);
-  void unpack_all(ProcessSet& set, const std::vector<const Response*>& group, const char* buf,
+  void pack_all(ProcessSet& set, const std::vector<const Response*>& group,
+                const std::vector<PendingMap::iterator>& members, char* buf);
+  void unpack_all(ProcessSet& set, const std::vector<const Response*>& group,
+                  const std::vector<PendingMap::iterator>& members, const char* buf,
                   double postscale);
   void run_single(ProcessSet& set, const Response& response);
   void finish(ProcessSet& set, const Response& response, const Status& status);

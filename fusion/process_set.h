@@ -24,13 +24,15 @@ struct Pending {
   uint64_t seq = 0;  // submission order within the set
 };
 
+using PendingMap = std::map<std::string, Pending>;  // by name
+
 struct ProcessSet {
   int id = 0;
   std::shared_ptr<Communicator> comm;  // the engine's own: never used by the application
   ResponseCache cache;
   std::unique_ptr<Coordinator> coordinator;  // on the set's rank 0
-  std::map<std::string, Pending> pending;    // by name
-  uint64_t submitted = 0;                    // ops taken from the queue so far
+  PendingMap pending;
+  uint64_t submitted = 0;  // ops taken from the queue so far
   bool joined = false;
   std::shared_ptr<Handle::State> join_state;
 
