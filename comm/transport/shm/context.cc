@@ -174,6 +174,7 @@ void ShmContext::map_segments(const ContextOptions& options) {
       if (pbase == MAP_FAILED) KOLO_THROW_ERRNO("mmap of ", name);
       segments_[static_cast<size_t>(p)] = {pbase, segment_bytes_};
       KOLO_CHECK_EQ(header(p)->magic, kMagic, ErrorCode::kIo, "segment ", name, " magic");
+      prefault(pbase, sizeof(SegmentHeader));
     }
     bootstrap::store_barrier(store, "shm/mapped", size_, timeout_);
   } catch (...) {
@@ -217,6 +218,15 @@ void ShmContext::do_wait(Transfer* t) {
     if (now - last_progress >= timeout_) throw_timeout(t->peer);
     sleep_until_doorbell(seen);
   }
+}
+
+// Maps the pages of a peer's header (its slots, which its owner wrote when it created them)
+// into this process now, so that a fresh communicator's first collectives do not stop at a page
+// fault per 4 KiB of every peer's slots. The rings behind the header are left alone: their
+// pages are not even allocated until a ring algorithm uses them.
+void ShmContext::prefault(const void* base, size_t bytes) {
+  const auto* p = static_cast<const volatile char*>(base);
+  for (size_t at = 0; at < bytes; at += 4096) (void)p[at];
 }
 
 void ShmContext::sleep_until_doorbell(uint32_t seen) {

@@ -61,6 +61,7 @@ class ShmContext : public Context, public SharedMemory {
     size_t bytes = 0;
   };
   SegmentHeader* header(int rank) const;
+  static void prefault(const void* base, size_t bytes);
   std::string abort_reason(int peer) const override;
   RingHeader* ring(int owner, int from) const;
   char* ring_data(int owner, int from) const;
