@@ -4,12 +4,15 @@
 //   build/benchmarks/trainer_throughput [--preset mini] [--batch 32] [--seq 128] [--threads 1]
 //                                       [--checkpoint-intervals 0 1]
 // With several checkpoint intervals (0: off, k: keep every k-th layer's input and recompute),
-// each row also gives the activation arena and the step time against interval 0.
+// each row also gives the activation arena and the step time against interval 0. Every row
+// gives the GEMMs' GFLOP/s and their share of OpenBLAS's sgemm rate at --threads, measured in
+// the same run (1024^3, the best of 5; at 1 thread and at every core: the practical peak).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +20,7 @@
 #include "comm/base/error.h"
 #include "trainer/data/rng.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/gemm.h"
 #include "trainer/model/bert.h"
 
 namespace kt = kolo::trainer;
@@ -50,6 +54,34 @@ kt::TokenBatch random_batch(const kt::BertConfig& config, int batch, int seq) {
     if (rng.uniform() < 0.15) b.mlm_labels[i] = b.input_ids[i];
   }
   return b;
+}
+
+// Floating-point operations of the GEMMs in one forward + backward (backward: twice the
+// forward's), the matrix products only: per layer and token the query/key/value, output and
+// two feed-forward projections (2 (4 H^2 + 2 H I)), per layer and sequence the attention
+// scores and context (2 * 2 S^2 H), and the MLM head on the masked rows (2 (H^2 + H V)).
+double gemm_flops(const kt::BertConfig& c, const kt::TokenBatch& b) {
+  const double h = c.hidden, inter = c.intermediate, s = b.seq, tokens = double(b.batch) * s;
+  double masked = 0;
+  for (int32_t label : b.mlm_labels) masked += label != kt::kIgnoreIndex ? 1 : 0;
+  const double per_layer = 2 * tokens * (4 * h * h + 2 * h * inter) + 4 * b.batch * s * s * h;
+  const double head = c.mlm_head ? 2 * masked * (h * h + h * c.vocab_size) : 0;
+  return 3 * (c.layers * per_layer + head);
+}
+
+// OpenBLAS sgemm GFLOP/s at `threads` threads: 1024^3, the best of 5 after one warm-up.
+double sgemm_gflops(int threads) {
+  constexpr int n = 1024;
+  std::vector<float> a(size_t{n} * n, 0.5f), b(size_t{n} * n, 0.25f), c(size_t{n} * n);
+  kt::set_num_threads(threads);
+  double best = 0;
+  for (int i = 0; i < 6; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    kt::cpu::sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    if (i > 0) best = std::max(best, 2.0 * n * n * n / took.count() / 1e9);
+  }
+  return best;
 }
 
 struct Timing {
@@ -103,8 +135,22 @@ double run_torch(const Options& o) {
 }
 
 int run(const Options& o) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const double sgemm_one = sgemm_gflops(1), sgemm_all = sgemm_gflops(cores);
+  const double sgemm_mine = o.threads == 1       ? sgemm_one
+                            : o.threads == cores ? sgemm_all
+                                                 : sgemm_gflops(o.threads);
   kt::set_num_threads(o.threads);
   const double tokens = static_cast<double>(o.batch) * o.seq;
+  kt::BertConfig shape = kt::bert_preset(o.preset);
+  const double flops = gemm_flops(shape, random_batch(shape, o.batch, o.seq));
+  std::printf("# OpenBLAS sgemm 1024^3: %.1f GFLOP/s at 1 thread, %.1f at %d (all cores)%s\n",
+              sgemm_one, sgemm_all, cores,
+              o.threads == 1 || o.threads == cores
+                  ? ""
+                  : (", " + std::to_string(sgemm_mine) + " at --threads").c_str());
+  std::printf("# GEMM work per step: %.2f GFLOP (forward + backward, matrix products only)\n",
+              flops / 1e9);
   std::printf(
       "# BERT-%s forward+backward, batch %d, seq %d, %d thread(s), dropout %.2f, median "
       "of %d steps after %d warm-up\n",
@@ -115,11 +161,15 @@ int run(const Options& o) {
     torch_rate = run_torch(o);
     if (torch_rate == 0) std::printf("# PyTorch run failed: no tokens/s line\n");
   }
-  std::printf("%-8s %-9s %5s %12s %12s %14s %12s %10s\n", "impl", "dtype", "ckpt", "ms/step",
-              "tokens/s", "vs torch fp32", "act_mib", "vs ckpt 0");
-  if (torch_rate > 0)
-    std::printf("%-8s %-9s %5s %12.1f %12.0f %14.2f\n", "torch", "float32", "-",
-                tokens / torch_rate * 1e3, torch_rate, 1.0);
+  std::printf("%-8s %-9s %5s %12s %12s %14s %12s %10s %9s %7s\n", "impl", "dtype", "ckpt",
+              "ms/step", "tokens/s", "vs torch fp32", "act_mib", "vs ckpt 0", "GFLOP/s", "%sgemm");
+  auto gflops = [&](double seconds) { return flops / seconds / 1e9; };
+  if (torch_rate > 0) {
+    const double seconds = tokens / torch_rate;
+    std::printf("%-8s %-9s %5s %12.1f %12.0f %14.2f %12s %10s %9.1f %6.0f%%\n", "torch", "float32",
+                "-", seconds * 1e3, torch_rate, 1.0, "-", "-", gflops(seconds),
+                100 * gflops(seconds) / sgemm_mine);
+  }
   for (const std::string& name : o.dtypes) {
     const kolo::DType dtype = kolo::parse_dtype(name, "--dtypes");
     Timing first;
@@ -133,8 +183,9 @@ int run(const Options& o) {
         std::printf(" %14.2f", rate / torch_rate);
       else
         std::printf(" %14s", "-");
-      std::printf(" %12.1f %10.2f\n", static_cast<double>(t.arena_bytes) / (1 << 20),
-                  t.seconds / first.seconds);
+      std::printf(" %12.1f %10.2f %9.1f %6.0f%%\n", static_cast<double>(t.arena_bytes) / (1 << 20),
+                  t.seconds / first.seconds, gflops(t.seconds),
+                  100 * gflops(t.seconds) / sgemm_mine);
       std::fflush(stdout);
     }
   }
