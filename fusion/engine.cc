@@ -32,6 +32,7 @@ Engine::Impl::Impl(std::shared_ptr<Communicator> comm, EngineOptions opts)
   executor_ = std::make_unique<Executor>(options_, &timeline_, &stats_);
   driver_ = std::make_shared<Driver>();
   driver_->impl = this;
+  driver_->help = &Impl::help;
   thread_ = std::thread([this] { loop(); });
 }
 

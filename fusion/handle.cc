@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "fusion/engine_impl.h"
+#include "fusion/handle_state.h"
 
 namespace kolo::engine {
 
@@ -46,7 +46,7 @@ bool Handle::wait(std::chrono::milliseconds timeout) const {
   } waiting(state_->is_done() ? nullptr : state_->driver.get());
   while (!state_->is_done()) {
     // Run the engine's next iteration here when no other thread is running one.
-    if (state_->driver && Engine::Impl::help(*state_->driver)) continue;
+    if (state_->driver && state_->driver->help(*state_->driver)) continue;
     // Another thread is: look a few times (it usually finishes within microseconds, and a
     // futex wake-up on each side costs more), then sleep until done or a moment has passed.
     for (int i = 0; i < kSpinChecks && !state_->is_done(); ++i) std::this_thread::yield();

@@ -20,6 +20,10 @@ namespace kolo::engine {
 struct Driver {
   std::mutex mutex;
   Engine::Impl* impl = nullptr;
+  // Runs one iteration on the calling thread if no other thread runs one and the engine is
+  // alive; true when it ran one (Engine::Impl::help, set by the engine: a handle does not link
+  // the engine in).
+  bool (*help)(Driver&) = nullptr;
   // Threads inside Handle::wait: while there are any, they drive and the loop thread stays out
   // of their way (taking over a cycle from a waiter costs it a wake-up).
   std::atomic<int> waiters{0};
