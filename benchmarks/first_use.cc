@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "benchmarks/bench_options.h"
 #include "comm/communicator.h"
 
 namespace {
@@ -43,12 +44,12 @@ int main(int argc, char** argv) try {
   app.add_option("--iters", iters, "operations after the first, per trial")
       ->check(CLI::Range(1, 100000));
   CLI11_PARSE(app, argc, argv);
-  size_t bytes = std::stoull(bytes_text);
-  const char unit = bytes_text.empty() ? ' ' : bytes_text.back();
-  if (unit == 'K' || unit == 'k') bytes <<= 10;
-  if (unit == 'M' || unit == 'm') bytes <<= 20;
+  const size_t bytes = kolo::bench::parse_bytes(bytes_text, "--bytes");
+  if (bytes < sizeof(float) || bytes > (size_t{1} << 32))
+    throw kolo::bench::UsageError(
+        2, "--bytes: '" + bytes_text + "' is not accepted; expected 4 B to 4G");
   auto world = kolo::Communicator::init();
-  std::vector<float> data(std::max<size_t>(1, bytes / sizeof(float)), 1.0f);
+  std::vector<float> data(bytes / sizeof(float), 1.0f);
   std::vector<double> firsts, steadies;
   for (int t = 0; t < trials; ++t) {
     auto fresh = world->split(0, world->rank());
@@ -65,6 +66,9 @@ int main(int argc, char** argv) try {
                 *std::max_element(firsts.begin(), firsts.end()));
   }
   return 0;
+} catch (const kolo::bench::UsageError& e) {
+  std::fprintf(stderr, "first_use: %s\n", e.what());
+  return e.exit_code();
 } catch (const std::exception& e) {
   std::fprintf(stderr, "first_use: %s\n", e.what());
   return 1;

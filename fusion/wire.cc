@@ -3,6 +3,7 @@
 // do a count the rest of the buffer cannot hold and an enum value past its last name.
 #include <cstring>
 #include <sstream>
+#include <tuple>
 #include <type_traits>
 
 #include "comm/base/text.h"
@@ -159,9 +160,11 @@ std::string Request::signature() const {
 }
 
 bool Request::same_signature(const Request& o) const {
-  return type == o.type && dtype == o.dtype && shape == o.shape && op == o.op &&
-         prescale == o.prescale && postscale == o.postscale && compression == o.compression &&
-         root == o.root && group == o.group && (group.empty() || group_size == o.group_size);
+  auto fields = [](const Request& r) {  // signature()'s fields (group_size is 0 without group)
+    return std::tie(r.type, r.dtype, r.shape, r.op, r.prescale, r.postscale, r.compression, r.root,
+                    r.group, r.group_size);
+  };
+  return fields(*this) == fields(o);
 }
 
 std::string encode_requests(const std::vector<Request>& requests, bool joined) {
