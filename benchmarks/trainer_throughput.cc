@@ -15,12 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include <cblas.h>
 #include <CLI/CLI.hpp>
 
 #include "comm/base/error.h"
 #include "trainer/data/rng.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
-#include "trainer/kernels/cpu/gemm.h"
 #include "trainer/model/bert.h"
 
 namespace kt = kolo::trainer;
@@ -69,18 +69,21 @@ double gemm_flops(const kt::BertConfig& c, const kt::TokenBatch& b) {
   return 3 * (c.layers * per_layer + head);
 }
 
-// OpenBLAS sgemm GFLOP/s at `threads` threads: 1024^3, the best of 5 after one warm-up.
+// OpenBLAS's own sgemm GFLOP/s at `threads` of its threads: 1024^3, the best of 5 after one
+// warm-up. Left at one thread after, as the kernels expect (they split GEMMs themselves).
 double sgemm_gflops(int threads) {
   constexpr int n = 1024;
   std::vector<float> a(size_t{n} * n, 0.5f), b(size_t{n} * n, 0.25f), c(size_t{n} * n);
-  kt::set_num_threads(threads);
+  openblas_set_num_threads(threads);
   double best = 0;
   for (int i = 0; i < 6; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    kt::cpu::sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                0.0f, c.data(), n);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     if (i > 0) best = std::max(best, 2.0 * n * n * n / took.count() / 1e9);
   }
+  openblas_set_num_threads(1);
   return best;
 }
 

@@ -101,6 +101,34 @@ TEST(KernelsCrossEntropy, RejectsTargetsOutOfRange) {
                Error);
 }
 
+TEST(KernelsArgmax, FirstMaximumWinsAtEveryLanePosition) {
+  // 37 columns: full vectors and a 5-lane tail; the maximum (twice) at each position in turn.
+  constexpr int V = 37;
+  for (DType dt : testing::kStorageDTypes) {
+    for (int at = 0; at < V; ++at) {
+      std::vector<float> row(V);
+      for (int j = 0; j < V; ++j) row[j] = -0.25f * static_cast<float>((j * 7) % 11);
+      row[at] = 3.0f;
+      if (at + 3 < V) row[at + 3] = 3.0f;  // a later tie loses
+      Tensor t(dt, row);
+      int32_t got = -1;
+      cpu_backend().argmax_rows(&got, t.data(), 1, V, dt);
+      EXPECT_EQ(got, at) << dtype_name(dt);
+    }
+  }
+}
+
+TEST(KernelsArgmax, NanNeverWinsAndBadInputsAreRefused) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor t(DType::kFloat32, {nan, 1.0f, 2.0f, nan, nan, nan, nan, nan, nan, nan});
+  std::vector<int32_t> got(2, -1);
+  cpu_backend().argmax_rows(got.data(), t.data(), 2, 5, DType::kFloat32);
+  EXPECT_EQ(got, (std::vector<int32_t>{2, 0}));
+  EXPECT_THROW(cpu_backend().argmax_rows(got.data(), t.data(), 2, 0, DType::kFloat32), Error);
+  EXPECT_THROW(cpu_backend().argmax_rows(nullptr, t.data(), 2, 5, DType::kFloat32), Error);
+  EXPECT_THROW(cpu_backend().argmax_rows(got.data(), t.data(), 2, 5, DType::kInt32), Error);
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, KernelsCrossEntropy, ::testing::ValuesIn(testing::kStorageDTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

@@ -62,22 +62,6 @@ TEST(TokenAccuracy, IgnoresUnlabelledPositions) {
   EXPECT_DOUBLE_EQ(acc.accuracy(), 2.0 / 3);
 }
 
-TEST(Argmax, FirstMaximumWins) {
-  const std::vector<float> logits = {0.1f, 0.9f, 0.9f, -1.0f, -2.0f, -3.0f};
-  EXPECT_EQ(argmax_rows(logits.data(), DType::kFloat32, 2, 3), (std::vector<int32_t>{1, 0}));
-}
-
-TEST(Argmax, HalfStorageRows) {
-  // Rows of a storage dtype are widened exactly, so the order of the stored values decides.
-  const std::vector<float> logits = {0.5f, -1.0f, 2.0f, 2.0f, 7.0f, 7.0f, -0.25f, -0.125f};
-  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
-    std::vector<uint16_t> stored(logits.size());
-    convert(stored.data(), dt, logits.data(), DType::kFloat32, logits.size());
-    EXPECT_EQ(argmax_rows(stored.data(), dt, 2, 4), (std::vector<int32_t>{2, 0})) << dtype_name(dt);
-  }
-  EXPECT_THROW(argmax_rows(logits.data(), DType::kInt32, 2, 4), Error);
-}
-
 TEST(Meters, Means) {
   RunningMean m;
   m.add(2.0, 1);

@@ -118,6 +118,9 @@ class Backend {
   // dlogits = (softmax(logits) - onehot(target)) * dloss / counted_rows; 0 on ignored rows.
   virtual void cross_entropy_backward(void* dlogits, const void* logits, const int32_t* targets,
                                       int N, int V, int ignore_index, float dloss, DType dt) = 0;
+  // out[n] (host memory) = the index of the largest value of row n of logits[N, V]: the first
+  // one on ties, as torch.argmax; NaN entries never win (a row of NaNs gives 0).
+  virtual void argmax_rows(int32_t* out, const void* logits, int N, int V, DType dt) = 0;
 
   // --- reductions for mixed precision and clipping -------------------------------------------
   // Sum of squares of x (fp32 accumulation, returned as double); sets *nonfinite to true when

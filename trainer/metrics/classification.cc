@@ -1,5 +1,5 @@
-// ConfusionMatrix, TokenAccuracy and argmax_rows (the one argmax of the trainer: models call it
-// for their predictions).
+// ConfusionMatrix and TokenAccuracy. The predictions they count come from the backend's
+// argmax_rows (Backend::argmax_rows).
 #include "trainer/metrics/classification.h"
 
 #include "comm/base/convert.h"
@@ -98,29 +98,6 @@ void TokenAccuracy::add(const int32_t* labels, const int32_t* predictions, size_
 
 double TokenAccuracy::accuracy() const {
   return ratio(correct_, counted_);
-}
-
-std::vector<int32_t> argmax_rows(const void* logits, DType dtype, size_t rows, size_t cols) {
-  KOLO_CHECK_ARG(cols >= 1, "argmax_rows: cols is 0 (>= 1)");
-  KOLO_CHECK_ARG(dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16,
-                 "argmax_rows: logits dtype ", dtype_name(dtype),
-                 " is not supported (float32, float16, bfloat16)");
-  std::vector<int32_t> predictions(rows);
-  std::vector<float> row(dtype == DType::kFloat32 ? 0 : cols);  // fp32 rows are read in place
-  const auto* base = static_cast<const char*>(logits);
-  for (size_t r = 0; r < rows; ++r) {
-    const void* data = base + r * cols * dtype_size(dtype);
-    const float* x = static_cast<const float*>(data);
-    if (dtype != DType::kFloat32) {
-      kolo::convert(row.data(), DType::kFloat32, data, dtype, cols);
-      x = row.data();
-    }
-    size_t best = 0;
-    for (size_t c = 1; c < cols; ++c)
-      if (x[c] > x[best]) best = c;
-    predictions[r] = static_cast<int32_t>(best);
-  }
-  return predictions;
 }
 
 }  // namespace kolo::trainer

@@ -58,9 +58,4 @@ class TokenAccuracy {
   int64_t counted_ = 0;
 };
 
-// The index of the largest value of each row of a [rows, cols] host buffer of logits in
-// `dtype` (float32, float16 or bfloat16; 16-bit rows are widened exactly through
-// kolo::convert): the first one on ties, as torch.argmax. cols >= 1.
-std::vector<int32_t> argmax_rows(const void* logits, DType dtype, size_t rows, size_t cols);
-
 }  // namespace kolo::trainer

@@ -29,7 +29,8 @@ float Bert::mlm_forward() {
   float loss = k.cross_entropy_forward(a.m_losses, a.m_logits, masked_labels_.data(), M, V,
                                        kIgnoreIndex, dt);
   if (backend().device() == Device::kCpu) {
-    std::vector<int32_t> pred = argmax_rows(a.m_logits, dt, size_t(M), size_t(V));
+    std::vector<int32_t> pred(M);
+    k.argmax_rows(pred.data(), a.m_logits, M, V, dt);
     for (int i = 0; i < M; ++i) mlm_correct_ += pred[i] == masked_labels_[i];
   }
   return loss;
@@ -118,7 +119,9 @@ std::vector<int32_t> Bert::predictions() const {
   KOLO_CHECK_ARG(config_.num_labels > 0 && has_cls_,
                  "Bert::predictions: the last forward ran no classification head");
   check_host_memory("Bert::predictions");
-  return argmax_rows(acts_->c_logits, dtype(), size_t(B_), size_t(config_.num_labels));
+  std::vector<int32_t> pred(B_);
+  backend().argmax_rows(pred.data(), acts_->c_logits, B_, config_.num_labels, dtype());
+  return pred;
 }
 
 }  // namespace kolo::trainer

@@ -163,7 +163,9 @@ std::vector<float> Mlp::logits() const {
 std::vector<int32_t> Mlp::predictions() const {
   KOLO_CHECK_ARG(forwarded_, "Mlp::predictions called before forward");
   check_host_memory("Mlp::predictions");
-  return argmax_rows(z_.back(), dtype(), size_t(B_), size_t(num_classes()));
+  std::vector<int32_t> pred(B_);
+  backend().argmax_rows(pred.data(), z_.back(), B_, num_classes(), dtype());
+  return pred;
 }
 
 int Mlp::correct() const {

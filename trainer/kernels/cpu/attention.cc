@@ -1,7 +1,8 @@
 // Multi-head self-attention on the fused qkv layout [B*S, 3C]: per (batch, head) strided
 // sgemm calls read q, k and v in place (lda = 3C) and write the head's slice of out (ldc = C),
 // so no permute copies exist. Scale, padding mask, softmax and dropout are one pass per row;
-// trailing padding keys are skipped by every product.
+// trailing padding keys are skipped by every product. Sequences are split across the kernel
+// pool, each thread's sgemm calls running on that thread.
 // probs saves the softmax BEFORE dropout: the backward regenerates the mask from (seed,
 // offset) and needs the undropped probabilities for the softmax gradient anyway.
 #include <cmath>
@@ -134,23 +135,26 @@ void attention_forward_kernel(void* out, void* probs, const void* qkv, const int
                               const AttnShape& sh, const Dropout& drop) {
   const size_t S = sh.S;
   constexpr bool kF32 = St::kDType == DType::kFloat32;
-  float* bias = mask != nullptr ? scratch(Slot::kC, S) : nullptr;
-  float* Pd = drop.on() ? scratch(Slot::kE, sh.square()) : nullptr;
-  float* u = scratch(Slot::kF, S);
-  for (int b = 0; b < sh.B; ++b) {
-    const float* qkv_b = to_f32<St>(Slot::kA, as<St>(qkv) + b * sh.batch_qkv(), sh.batch_qkv());
-    float* out_b =
-        kF32 ? static_cast<float*>(out) + b * sh.batch_out() : scratch(Slot::kB, sh.batch_out());
-    if (mask != nullptr) key_bias(bias, mask + b * S, sh.S);
-    const int keys = live_keys(mask == nullptr ? nullptr : mask + b * S, sh.S);
-    for (int h = 0; h < sh.NH; ++h) {
-      const size_t first = (static_cast<size_t>(b) * sh.NH + h) * sh.square();
-      float* P = kF32 ? static_cast<float*>(probs) + first : scratch(Slot::kD, sh.square());
-      head_forward(out_b + h * sh.hd, P, Pd, u, qkv_b, bias, sh, h, keys, first, drop);
-      if constexpr (!kF32) from_f32<St>(as<St>(probs) + first, P, sh.square());
+  // One sequence per block of the pool's split; every buffer below is the thread's own.
+  parallel_gemms(sh.B, [&](size_t first_b, size_t last_b) {
+    float* bias = mask != nullptr ? scratch(Slot::kC, S) : nullptr;
+    float* Pd = drop.on() ? scratch(Slot::kE, sh.square()) : nullptr;
+    float* u = scratch(Slot::kF, S);
+    for (size_t b = first_b; b < last_b; ++b) {
+      const float* qkv_b = to_f32<St>(Slot::kA, as<St>(qkv) + b * sh.batch_qkv(), sh.batch_qkv());
+      float* out_b =
+          kF32 ? static_cast<float*>(out) + b * sh.batch_out() : scratch(Slot::kB, sh.batch_out());
+      if (mask != nullptr) key_bias(bias, mask + b * S, sh.S);
+      const int keys = live_keys(mask == nullptr ? nullptr : mask + b * S, sh.S);
+      for (int h = 0; h < sh.NH; ++h) {
+        const size_t first = (b * sh.NH + h) * sh.square();
+        float* P = kF32 ? static_cast<float*>(probs) + first : scratch(Slot::kD, sh.square());
+        head_forward(out_b + h * sh.hd, P, Pd, u, qkv_b, bias, sh, h, keys, first, drop);
+        if constexpr (!kF32) from_f32<St>(as<St>(probs) + first, P, sh.square());
+      }
+      if constexpr (!kF32) from_f32<St>(as<St>(out) + b * sh.batch_out(), out_b, sh.batch_out());
     }
-    if constexpr (!kF32) from_f32<St>(as<St>(out) + b * sh.batch_out(), out_b, sh.batch_out());
-  }
+  });
 }
 
 // dS = P (dP - rowsum(P dP)) in place over the first L columns of each row, after applying
@@ -213,22 +217,26 @@ template <typename St>
 void attention_backward_kernel(void* dqkv, const void* dout, const void* qkv, const void* probs,
                                const int32_t* mask, const AttnShape& sh, const Dropout& drop) {
   constexpr bool kF32 = St::kDType == DType::kFloat32;
-  float* Pd = drop.on() ? scratch(Slot::kE, sh.square()) : nullptr;
-  float* dP = scratch(Slot::kG, sh.square());
-  float* u = scratch(Slot::kF, sh.S);
-  for (int b = 0; b < sh.B; ++b) {
-    const float* qkv_b = to_f32<St>(Slot::kA, as<St>(qkv) + b * sh.batch_qkv(), sh.batch_qkv());
-    const float* dout_b = to_f32<St>(Slot::kB, as<St>(dout) + b * sh.batch_out(), sh.batch_out());
-    float* dqkv_b =
-        kF32 ? static_cast<float*>(dqkv) + b * sh.batch_qkv() : scratch(Slot::kC, sh.batch_qkv());
-    const int keys = live_keys(mask == nullptr ? nullptr : mask + b * sh.S, sh.S);
-    for (int h = 0; h < sh.NH; ++h) {
-      const size_t first = (static_cast<size_t>(b) * sh.NH + h) * sh.square();
-      const float* P = to_f32<St>(Slot::kD, as<St>(probs) + first, sh.square());
-      head_backward(dqkv_b, P, Pd, dP, u, qkv_b, dout_b, sh, h, keys, first, drop);
+  parallel_gemms(sh.B, [&](size_t first_b, size_t last_b) {
+    float* Pd = drop.on() ? scratch(Slot::kE, sh.square()) : nullptr;
+    float* dP = scratch(Slot::kG, sh.square());
+    float* u = scratch(Slot::kF, sh.S);
+    for (size_t b = first_b; b < last_b; ++b) {
+      const float* qkv_b = to_f32<St>(Slot::kA, as<St>(qkv) + b * sh.batch_qkv(), sh.batch_qkv());
+      const float* dout_b = to_f32<St>(Slot::kB, as<St>(dout) + b * sh.batch_out(), sh.batch_out());
+      float* dqkv_b =
+          kF32 ? static_cast<float*>(dqkv) + b * sh.batch_qkv() : scratch(Slot::kC, sh.batch_qkv());
+      const int keys = live_keys(mask == nullptr ? nullptr : mask + b * sh.S, sh.S);
+      for (int h = 0; h < sh.NH; ++h) {
+        const size_t first = (b * sh.NH + h) * sh.square();
+        const float* P = to_f32<St>(Slot::kD, as<St>(probs) + first, sh.square());
+        head_backward(dqkv_b, P, Pd, dP, u, qkv_b, dout_b, sh, h, keys, first, drop);
+      }
+      if constexpr (!kF32) {
+        from_f32<St>(as<St>(dqkv) + b * sh.batch_qkv(), dqkv_b, sh.batch_qkv());
+      }
     }
-    if constexpr (!kF32) from_f32<St>(as<St>(dqkv) + b * sh.batch_qkv(), dqkv_b, sh.batch_qkv());
-  }
+  });
 }
 
 }  // namespace

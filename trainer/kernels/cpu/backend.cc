@@ -5,14 +5,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "comm/base/convert.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/parallel.h"
 #include "trainer/kernels/cpu/vec.h"
 
 namespace kolo::trainer {
@@ -52,35 +55,44 @@ float* scratch(Slot slot, size_t n) {
 
 namespace {
 
-// Squares summed in fp32 lanes over blocks of 4096 elements, blocks summed in double, so the
-// result keeps fp32-level relative accuracy at any n. A lane is nonfinite when |x| is not
-// below infinity (inf, or NaN through the unordered compare).
+// Squares summed in fp32 lanes over blocks of 4096 elements, blocks summed in double in
+// order, so the result keeps fp32-level relative accuracy at any n and does not depend on the
+// thread count. A lane is nonfinite when |x| is not below infinity (inf, or NaN through the
+// unordered compare).
 template <typename S>
 double sum_squares_kernel(const typename S::T* x, size_t n, bool* nonfinite) {
   constexpr size_t kBlock = 4096;
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  const __m256 inf = _mm256_set1_ps(__builtin_inff());
-  __m256 bad = _mm256_setzero_ps();
+  thread_local std::vector<double> sums;
+  sums.assign((n + kBlock - 1) / kBlock, 0.0);
+  double* block_sums = sums.data();
+  std::atomic<bool> bad_any{false};
+  parallel_for(n, kBlock * 16, [&](size_t begin, size_t end) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    const __m256 inf = _mm256_set1_ps(__builtin_inff());
+    __m256 bad = _mm256_setzero_ps();
+    for (size_t start = begin; start < end; start += kBlock) {
+      const size_t stop = std::min(end, start + kBlock);
+      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+      size_t i = start;
+      for (; i + 2 * kLanes <= stop; i += 2 * kLanes) {
+        const __m256 a = S::load(x + i), b = S::load(x + i + kLanes);
+        acc0 = _mm256_fmadd_ps(a, a, acc0);
+        acc1 = _mm256_fmadd_ps(b, b, acc1);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(a, abs_mask), inf, _CMP_NLT_UQ));
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(b, abs_mask), inf, _CMP_NLT_UQ));
+      }
+      for (; i < stop; i += kLanes) {
+        const __m256 a = load_n<S>(x + i, stop - i);
+        acc0 = _mm256_fmadd_ps(a, a, acc0);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(a, abs_mask), inf, _CMP_NLT_UQ));
+      }
+      block_sums[start / kBlock] = hsum(_mm256_add_ps(acc0, acc1));
+    }
+    if (_mm256_movemask_ps(bad) != 0) bad_any.store(true, std::memory_order_relaxed);
+  });
+  if (bad_any.load()) *nonfinite = true;
   double total = 0;
-  for (size_t start = 0; start < n; start += kBlock) {
-    const size_t end = std::min(n, start + kBlock);
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    size_t i = start;
-    for (; i + 2 * kLanes <= end; i += 2 * kLanes) {
-      const __m256 a = S::load(x + i), b = S::load(x + i + kLanes);
-      acc0 = _mm256_fmadd_ps(a, a, acc0);
-      acc1 = _mm256_fmadd_ps(b, b, acc1);
-      bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(a, abs_mask), inf, _CMP_NLT_UQ));
-      bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(b, abs_mask), inf, _CMP_NLT_UQ));
-    }
-    for (; i < end; i += kLanes) {
-      const __m256 a = load_n<S>(x + i, end - i);
-      acc0 = _mm256_fmadd_ps(a, a, acc0);
-      bad = _mm256_or_ps(bad, _mm256_cmp_ps(_mm256_and_ps(a, abs_mask), inf, _CMP_NLT_UQ));
-    }
-    total += hsum(_mm256_add_ps(acc0, acc1));
-  }
-  if (_mm256_movemask_ps(bad) != 0) *nonfinite = true;
+  for (double v : sums) total += v;
   return total;
 }
 
@@ -91,10 +103,10 @@ using namespace cpu;
 
 void set_num_threads(int n) {
   KOLO_CHECK_ARG(n >= 1, "set_num_threads: thread count must be >= 1, got ", n);
-  openblas_set_num_threads(n);
+  set_pool_threads(n);
 }
 int num_threads() {
-  return openblas_get_num_threads();
+  return pool_threads();
 }
 
 void* CpuBackend::alloc(size_t bytes) {
@@ -164,7 +176,9 @@ void CpuBackend::discard(void* ptr, size_t bytes) {
 }
 
 void CpuBackend::zero(void* ptr, size_t bytes) {
-  if (bytes != 0) std::memset(ptr, 0, bytes);
+  parallel_for(bytes, size_t{1} << 20, [&](size_t begin, size_t end) {
+    std::memset(static_cast<char*>(ptr) + begin, 0, end - begin);
+  });
 }
 
 void CpuBackend::convert(void* dst, DType dst_dt, const void* src, DType src_dt, size_t n,
@@ -173,7 +187,11 @@ void CpuBackend::convert(void* dst, DType dst_dt, const void* src, DType src_dt,
   // of vec.h); the dispatch only refuses what is not a storage dtype.
   dispatch(dst_dt, "convert (destination)", [](auto) {});
   dispatch(src_dt, "convert (source)", [](auto) {});
-  kolo::convert(dst, dst_dt, src, src_dt, n, scale);
+  const size_t dst_size = dtype_size(dst_dt), src_size = dtype_size(src_dt);
+  parallel_for(n, 65536, [&](size_t begin, size_t end) {
+    kolo::convert(static_cast<char*>(dst) + begin * dst_size, dst_dt,
+                  static_cast<const char*>(src) + begin * src_size, src_dt, end - begin, scale);
+  });
 }
 
 double CpuBackend::sum_squares(const void* x, size_t n, DType dt, bool* nonfinite) {
@@ -192,7 +210,11 @@ Backend& cpu_backend() {
     KOLO_THROW(ErrorCode::kInvalidArgument,
                "cpu_backend: this CPU lacks AVX2, FMA or F16C, which the CPU kernels require");
   }
-  static CpuBackend backend;
+  // OpenBLAS stays on the calling thread: the kernel pool splits large GEMMs (gemm.h).
+  static CpuBackend backend = [] {
+    openblas_set_num_threads(1);
+    return CpuBackend();
+  }();
   return backend;
 }
 

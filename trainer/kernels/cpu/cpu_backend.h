@@ -9,9 +9,10 @@
 
 namespace kolo::trainer {
 
-// Sets the number of OpenBLAS threads used by the GEMMs (openblas_set_num_threads). The
-// kernels never change it themselves: programs and benchmarks choose (1 for the one-thread
-// comparison with PyTorch). n must be >= 1.
+// Sets the number of threads of the kernels' pool (parallel.h), which runs the GEMMs too
+// (OpenBLAS itself is kept single-threaded). Programs and benchmarks choose (1 for the
+// one-thread comparison with PyTorch; one per core for a single process); the pool starts
+// with 1. n must be >= 1.
 void set_num_threads(int n);
 int num_threads();
 
@@ -67,6 +68,7 @@ class CpuBackend final : public Backend {
                               int V, int ignore_index, DType dt) override;
   void cross_entropy_backward(void* dlogits, const void* logits, const int32_t* targets, int N,
                               int V, int ignore_index, float dloss, DType dt) override;
+  void argmax_rows(int32_t* out, const void* logits, int N, int V, DType dt) override;
 
   double sum_squares(const void* x, size_t n, DType dt, bool* nonfinite) override;
 

@@ -1,10 +1,12 @@
-// Softmax cross-entropy fused with its log-softmax: per row one max pass and one exp-sum pass
-// (the row then sits in cache), loss = log(sum e^{x - max}) + max - x[target]. The backward
-// recomputes the two statistics and writes (softmax - onehot) * dloss / counted in one pass;
-// it reads a row fully before writing it, so dlogits may alias logits.
+// Softmax cross-entropy fused with its log-softmax, and the argmax of logits rows: per row one max
+// pass and one exp-sum pass (the row then sits in cache), loss = log(sum e^{x - max}) + max -
+// x[target]. The backward recomputes the two statistics and writes (softmax - onehot) * dloss /
+// counted in one pass; it reads a row fully before writing it, so dlogits may alias logits. Rows
+// are split across the kernel pool; the loss is summed over rows in order, at any thread count.
 #include <cmath>
 
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/parallel.h"
 #include "trainer/kernels/cpu/vec.h"
 #include "trainer/kernels/cpu/vec_math.h"
 
@@ -39,6 +41,28 @@ RowStats row_stats(const typename S::T* x, size_t V) {
   return {row_max, hsum(sum)};
 }
 
+// The first index of the row's largest value; NaN lanes lose every max (the max instruction
+// returns its second operand when either is NaN).
+template <typename S>
+int32_t row_argmax(const typename S::T* x, size_t V) {
+  const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
+  __m256 mx = neg_inf;
+  for (size_t j = 0; j < V; j += kLanes) {
+    const size_t left = V - j;
+    __m256 v = load_n<S>(x + j, left);
+    if (left < kLanes) v = _mm256_blendv_ps(neg_inf, v, lane_mask(left));
+    mx = _mm256_max_ps(v, mx);
+  }
+  const __m256 best = _mm256_set1_ps(hmax(mx));
+  for (size_t j = 0; j < V; j += kLanes) {
+    const size_t left = V - j;
+    int hits = _mm256_movemask_ps(_mm256_cmp_ps(load_n<S>(x + j, left), best, _CMP_EQ_OQ));
+    if (left < kLanes) hits &= (1 << left) - 1;
+    if (hits != 0) return static_cast<int32_t>(j + __builtin_ctz(hits));
+  }
+  return 0;
+}
+
 void check_cross_entropy(const char* kernel, int N, int V) {
   KOLO_CHECK_ARG(N >= 0 && V >= 1, kernel, ": sizes must be N >= 0, V >= 1; got N=", N, " V=", V);
 }
@@ -55,18 +79,25 @@ bool counts(const char* kernel, const int32_t* targets, int n, int V, int ignore
 template <typename S>
 float cross_entropy_forward_kernel(float* losses, const typename S::T* logits,
                                    const int32_t* targets, int N, int V, int ignore_index) {
+  float* row_loss = scratch(Slot::kA, N);
+  parallel_for(N, 1, [&](size_t first, size_t last) {
+    for (size_t n = first; n < last; ++n) {
+      const auto* x = logits + n * V;
+      row_loss[n] = 0.0f;
+      if (counts("cross_entropy_forward", targets, static_cast<int>(n), V, ignore_index)) {
+        const RowStats st = row_stats<S>(x, V);
+        row_loss[n] = std::log(st.sum) + st.max - S::load1(x + targets[n]);
+      }
+    }
+  });
   double total = 0;
   int counted = 0;
   for (int n = 0; n < N; ++n) {
-    const auto* x = logits + static_cast<size_t>(n) * V;
-    float loss = 0.0f;
-    if (counts("cross_entropy_forward", targets, n, V, ignore_index)) {
-      const RowStats st = row_stats<S>(x, V);
-      loss = std::log(st.sum) + st.max - S::load1(x + targets[n]);
-      total += loss;
+    if (targets[n] != ignore_index) {
+      total += row_loss[n];
       ++counted;
     }
-    if (losses != nullptr) losses[n] = loss;
+    if (losses != nullptr) losses[n] = row_loss[n];
   }
   return counted == 0 ? 0.0f : static_cast<float>(total / counted);
 }
@@ -80,30 +111,32 @@ void cross_entropy_backward_kernel(typename S::T* dlogits, const typename S::T* 
     counted += counts("cross_entropy_backward", targets, n, V, ignore_index);
   const float row_scale = counted == 0 ? 0.0f : dloss / counted;
   const size_t v = V;
-  for (int n = 0; n < N; ++n) {
-    const auto* x = logits + n * v;
-    auto* d = dlogits + n * v;
-    if (targets[n] == ignore_index) {
-      for (size_t j = 0; j < v; j += kLanes) store_n<S>(d + j, _mm256_setzero_ps(), v - j);
-      continue;
-    }
-    const RowStats st = row_stats<S>(x, v);
-    const __m256 m = _mm256_set1_ps(st.max);
-    const __m256 k = _mm256_set1_ps(row_scale / st.sum);
-    // The target's -dloss/counted is applied in the vector that holds it, before its store.
-    const size_t target = targets[n];
-    for (size_t j = 0; j < v; j += kLanes) {
-      const size_t left = v - j;
-      __m256 g = _mm256_mul_ps(exp8(_mm256_sub_ps(load_n<S>(x + j, left), m)), k);
-      if (target - j < kLanes) {
-        alignas(32) float lanes[kLanes];
-        _mm256_store_ps(lanes, g);
-        lanes[target - j] -= row_scale;
-        g = _mm256_load_ps(lanes);
+  parallel_for(N, 1, [&](size_t first, size_t last) {
+    for (size_t n = first; n < last; ++n) {
+      const auto* x = logits + n * v;
+      auto* d = dlogits + n * v;
+      if (targets[n] == ignore_index) {
+        for (size_t j = 0; j < v; j += kLanes) store_n<S>(d + j, _mm256_setzero_ps(), v - j);
+        continue;
       }
-      store_n<S>(d + j, g, left);
+      const RowStats st = row_stats<S>(x, v);
+      const __m256 m = _mm256_set1_ps(st.max);
+      const __m256 k = _mm256_set1_ps(row_scale / st.sum);
+      // The target's -dloss/counted is applied in the vector that holds it, before its store.
+      const size_t target = targets[n];
+      for (size_t j = 0; j < v; j += kLanes) {
+        const size_t left = v - j;
+        __m256 g = _mm256_mul_ps(exp8(_mm256_sub_ps(load_n<S>(x + j, left), m)), k);
+        if (target - j < kLanes) {
+          alignas(32) float lanes[kLanes];
+          _mm256_store_ps(lanes, g);
+          lanes[target - j] -= row_scale;
+          g = _mm256_load_ps(lanes);
+        }
+        store_n<S>(d + j, g, left);
+      }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -127,6 +160,18 @@ void CpuBackend::cross_entropy_backward(void* dlogits, const void* logits, const
     using S = decltype(s);
     cross_entropy_backward_kernel<S>(as<S>(dlogits), as<S>(logits), targets, N, V, ignore_index,
                                      dloss);
+  });
+}
+
+void CpuBackend::argmax_rows(int32_t* out, const void* logits, int N, int V, DType dt) {
+  check_cross_entropy("argmax_rows", N, V);
+  KOLO_CHECK_ARG(out != nullptr || N == 0, "argmax_rows: out is null");
+  dispatch(dt, "argmax_rows", [&](auto s) {
+    using S = decltype(s);
+    const auto* x = as<S>(logits);
+    parallel_for(N, 1, [&](size_t first, size_t last) {
+      for (size_t n = first; n < last; ++n) out[n] = row_argmax<S>(x + n * V, V);
+    });
   });
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/parallel.h"
 #include "trainer/kernels/cpu/philox8.h"
 #include "trainer/kernels/cpu/vec.h"
 #include "trainer/kernels/cpu/vec_math.h"
@@ -12,21 +13,30 @@ namespace kolo::trainer {
 namespace cpu {
 namespace {
 
+// Elements per block of the pool's split: a multiple of the lanes and of the dropout chunk.
+constexpr size_t kGrain = 16384;
+
 // out[i] = f(a[i]) and out[i] = f(a[i], b[i]) over the storage dtype; out may alias an input.
 template <typename S, typename F>
 void map1(void* out, const void* a, size_t n, F f) {
   auto* o = as<S>(out);
   const auto* x = as<S>(a);
-  for (size_t i = 0; i < n; i += kLanes) store_n<S>(o + i, f(load_n<S>(x + i, n - i)), n - i);
+  parallel_for(n, kGrain, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; i += kLanes) {
+      store_n<S>(o + i, f(load_n<S>(x + i, end - i)), end - i);
+    }
+  });
 }
 template <typename S, typename F>
 void map2(void* out, const void* a, const void* b, size_t n, F f) {
   auto* o = as<S>(out);
   const auto* x = as<S>(a);
   const auto* y = as<S>(b);
-  for (size_t i = 0; i < n; i += kLanes) {
-    store_n<S>(o + i, f(load_n<S>(x + i, n - i), load_n<S>(y + i, n - i)), n - i);
-  }
+  parallel_for(n, kGrain, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; i += kLanes) {
+      store_n<S>(o + i, f(load_n<S>(x + i, end - i), load_n<S>(y + i, end - i)), end - i);
+    }
+  });
 }
 
 inline __m256 tanh8(__m256 x) {
@@ -50,21 +60,24 @@ void dropout_kernel(void* out, const void* in, size_t n, float p, uint64_t seed,
     return;
   }
   constexpr size_t kChunk = 1024;
-  float* u = scratch(Slot::kF, kChunk);
+  static_assert(kGrain % kChunk == 0);
   const __m256 pv = _mm256_set1_ps(p);
   const __m256 scale = _mm256_set1_ps(1.0f / (1.0f - p));
   auto* o = as<S>(out);
   const auto* x = as<S>(in);
-  for (size_t start = 0; start < n; start += kChunk) {
-    const size_t len = std::min(kChunk, n - start);
-    fill_uniforms(seed, offset + start, u, len);
-    for (size_t i = 0; i < len; i += kLanes) {
-      const size_t left = len - i;
-      const __m256 v =
-          _mm256_mul_ps(load_n<S>(x + start + i, left), dropout_factor8(u + i, pv, scale));
-      store_n<S>(o + start + i, v, left);
+  parallel_for(n, kGrain, [&](size_t begin, size_t end) {
+    float* u = scratch(Slot::kF, kChunk);
+    for (size_t start = begin; start < end; start += kChunk) {
+      const size_t len = std::min(kChunk, end - start);
+      fill_uniforms(seed, offset + start, u, len);
+      for (size_t i = 0; i < len; i += kLanes) {
+        const size_t left = len - i;
+        const __m256 v =
+            _mm256_mul_ps(load_n<S>(x + start + i, left), dropout_factor8(u + i, pv, scale));
+        store_n<S>(o + start + i, v, left);
+      }
     }
-  }
+  });
 }
 
 }  // namespace

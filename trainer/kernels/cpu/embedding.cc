@@ -1,11 +1,13 @@
 // BERT input embeddings: word + position + token type, and the backward scatter-add. Tokens
 // are grouped by row (sorted by id) so each gradient row is summed in fp32 and rounded once,
-// whatever the storage dtype and however often a token repeats.
+// whatever the storage dtype and however often a token repeats. Tokens (forward) and rows
+// (backward) are split across the kernel pool.
 #include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/parallel.h"
 #include "trainer/kernels/cpu/vec.h"
 
 namespace kolo::trainer {
@@ -28,20 +30,22 @@ void embed_forward_kernel(typename S::T* out, const int32_t* ids, const int32_t*
                           const typename S::T* word, const typename S::T* pos,
                           const typename S::T* type, int B, int S_len, int C) {
   const size_t c = C;
-  for (size_t t = 0; t < static_cast<size_t>(B) * S_len; ++t) {
-    const auto* w = word + check_id("embed_forward", "token id", ids[t], t) * c;
-    const auto* p = pos + (t % S_len) * c;
-    const int32_t tid =
-        type_ids == nullptr ? 0 : check_id("embed_forward", "type id", type_ids[t], t);
-    const auto* y = type + tid * c;
-    auto* o = out + t * c;
-    for (size_t j = 0; j < c; j += kLanes) {
-      const size_t left = c - j;
-      const __m256 v = _mm256_add_ps(_mm256_add_ps(load_n<S>(w + j, left), load_n<S>(p + j, left)),
-                                     load_n<S>(y + j, left));
-      store_n<S>(o + j, v, left);
+  parallel_for(static_cast<size_t>(B) * S_len, 64, [&](size_t first, size_t last) {
+    for (size_t t = first; t < last; ++t) {
+      const auto* w = word + check_id("embed_forward", "token id", ids[t], t) * c;
+      const auto* p = pos + (t % S_len) * c;
+      const int32_t tid =
+          type_ids == nullptr ? 0 : check_id("embed_forward", "type id", type_ids[t], t);
+      const auto* y = type + tid * c;
+      auto* o = out + t * c;
+      for (size_t j = 0; j < c; j += kLanes) {
+        const size_t left = c - j;
+        const __m256 v = _mm256_add_ps(
+            _mm256_add_ps(load_n<S>(w + j, left), load_n<S>(p + j, left)), load_n<S>(y + j, left));
+        store_n<S>(o + j, v, left);
+      }
     }
-  }
+  });
 }
 
 // grad[key(t)] += dout[t] for every token t: tokens sorted by key, each key's rows summed in
@@ -52,27 +56,36 @@ void scatter_add(typename S::T* grad, const typename S::T* dout, size_t tokens, 
   order.resize(tokens);
   for (size_t t = 0; t < tokens; ++t) order[t] = {key(t), static_cast<uint32_t>(t)};
   std::sort(order.begin(), order.end());
+  // starts[g]: the first token of the g-th distinct key; the groups write disjoint rows.
+  thread_local std::vector<size_t> starts;
+  starts.clear();
+  for (size_t t = 0; t < tokens; ++t) {
+    if (t == 0 || order[t].first != order[t - 1].first) starts.push_back(t);
+  }
+  starts.push_back(tokens);
   const size_t c = C;
-  float* acc = scratch(Slot::kA, c);
-  for (size_t first = 0; first < tokens;) {
-    const int32_t id = order[first].first;
-    std::memset(acc, 0, c * sizeof(float));
-    size_t t = first;
-    for (; t < tokens && order[t].first == id; ++t) {
-      const auto* row = dout + order[t].second * c;
+  const auto& sorted = order;
+  const auto& bounds = starts;
+  parallel_for(bounds.size() - 1, 16, [&](size_t first_group, size_t last_group) {
+    float* acc = scratch(Slot::kA, c);
+    for (size_t group = first_group; group < last_group; ++group) {
+      const int32_t id = sorted[bounds[group]].first;
+      std::memset(acc, 0, c * sizeof(float));
+      for (size_t t = bounds[group]; t < bounds[group + 1]; ++t) {
+        const auto* row = dout + sorted[t].second * c;
+        for (size_t j = 0; j < c; j += kLanes) {
+          const size_t left = c - j;
+          store_n<F32>(acc + j, _mm256_add_ps(load_n<F32>(acc + j, left), load_n<S>(row + j, left)),
+                       left);
+        }
+      }
+      auto* g = grad + id * c;
       for (size_t j = 0; j < c; j += kLanes) {
         const size_t left = c - j;
-        store_n<F32>(acc + j, _mm256_add_ps(load_n<F32>(acc + j, left), load_n<S>(row + j, left)),
-                     left);
+        store_n<S>(g + j, _mm256_add_ps(load_n<S>(g + j, left), load_n<F32>(acc + j, left)), left);
       }
     }
-    auto* g = grad + id * c;
-    for (size_t j = 0; j < c; j += kLanes) {
-      const size_t left = c - j;
-      store_n<S>(g + j, _mm256_add_ps(load_n<S>(g + j, left), load_n<F32>(acc + j, left)), left);
-    }
-    first = t;
-  }
+  });
 }
 
 }  // namespace

@@ -10,11 +10,39 @@
 namespace kolo::trainer {
 namespace cpu {
 
+namespace {
+
+// Products smaller than this (M N K) run on one thread: the split would cost more than it saves.
+constexpr double kSplitWork = 4.0 * 1024 * 1024;
+// Block boundaries of the split, a multiple of OpenBLAS's register tiles.
+constexpr size_t kSplitGrain = 64;
+
+void blas(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+          const float* B, int ldb, float beta, float* C, int ldc) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+}  // namespace
+
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc) {
   if (M == 0 || N == 0) return;
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (pool_threads() == 1 || double(M) * N * K < kSplitWork) {
+    blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  } else if (M >= N) {
+    // Rows [r0, r1) of C take rows r0.. of op(A): row r of A, or column r of a transposed A.
+    parallel_for(M, kSplitGrain, [&](size_t r0, size_t r1) {
+      const float* a = trans_a ? A + r0 : A + r0 * lda;
+      blas(trans_a, trans_b, int(r1 - r0), N, K, alpha, a, lda, B, ldb, beta, C + r0 * ldc, ldc);
+    });
+  } else {
+    // Columns [c0, c1) of C take columns c0.. of op(B): column c of B, or row c of a transposed B.
+    parallel_for(N, kSplitGrain, [&](size_t c0, size_t c1) {
+      const float* b = trans_b ? B + c0 * ldb : B + c0;
+      blas(trans_a, trans_b, M, int(c1 - c0), K, alpha, A, lda, b, ldb, beta, C + c0, ldc);
+    });
+  }
 }
 
 namespace {
@@ -36,30 +64,37 @@ void linear_forward_kernel(void* y, const void* x, const void* w, const void* b,
   float beta = 0.0f;
   if (b != nullptr) {
     const float* b32 = to_f32<S>(Slot::kD, as<S>(b), N);
-    for (size_t t = 0; t < rows; ++t) std::memcpy(y32 + t * N, b32, N * sizeof(float));
+    parallel_for(rows, 64, [&](size_t first, size_t last) {
+      for (size_t t = first; t < last; ++t) std::memcpy(y32 + t * N, b32, N * sizeof(float));
+    });
     beta = 1.0f;
   }
   sgemm(false, true, T, N, K, 1.0f, x32, K, w32, K, beta, y32, N);
   if constexpr (S::kDType != DType::kFloat32) from_f32<S>(as<S>(y), y32, rows * N);
 }
 
-// db[N] += column sums of dy[T,N], in fp32 lanes, added to db once.
+// db[N] += column sums of dy[T,N], in fp32 lanes, added to db once. The pool splits the
+// columns, so every column is summed in row order at any thread count.
 template <typename S>
 void bias_backward(typename S::T* db, const float* dy, int T, int N) {
-  float* acc = scratch(Slot::kE, N);
-  std::memset(acc, 0, N * sizeof(float));
-  for (int t = 0; t < T; ++t) {
-    const float* row = dy + static_cast<size_t>(t) * N;
-    for (int j = 0; j < N; j += kLanes) {
-      const size_t left = N - j;
-      store_n<F32>(acc + j, _mm256_add_ps(load_n<F32>(acc + j, left), load_n<F32>(row + j, left)),
-                   left);
+  parallel_for(N, 128, [&](size_t first, size_t last) {
+    const size_t cols = last - first;
+    float* acc = scratch(Slot::kE, cols);
+    std::memset(acc, 0, cols * sizeof(float));
+    for (int t = 0; t < T; ++t) {
+      const float* row = dy + static_cast<size_t>(t) * N + first;
+      for (size_t j = 0; j < cols; j += kLanes) {
+        const size_t left = cols - j;
+        store_n<F32>(acc + j, _mm256_add_ps(load_n<F32>(acc + j, left), load_n<F32>(row + j, left)),
+                     left);
+      }
     }
-  }
-  for (int j = 0; j < N; j += kLanes) {
-    const size_t left = N - j;
-    store_n<S>(db + j, _mm256_add_ps(load_n<S>(db + j, left), load_n<F32>(acc + j, left)), left);
-  }
+    for (size_t j = 0; j < cols; j += kLanes) {
+      const size_t left = cols - j;
+      store_n<S>(db + first + j,
+                 _mm256_add_ps(load_n<S>(db + first + j, left), load_n<F32>(acc + j, left)), left);
+    }
+  });
 }
 
 template <typename S>

@@ -1,14 +1,19 @@
 // LayerNorm over the last dimension: two passes per row for the statistics (mean, then the
-// centred variance, which cannot go negative), one fused pass for the output. The backward
-// sums dgamma and dbeta over all rows in fp32 and adds them to the gradients once.
+// centred variance, which cannot go negative), one fused pass for the output. Rows are split
+// across the kernel pool. The backward sums dgamma and dbeta in fp32 per block of kRows rows,
+// adds the blocks in order (the same sums at any thread count) and the total to the gradients
+// once.
 #include <cmath>
 
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/parallel.h"
 #include "trainer/kernels/cpu/vec.h"
 
 namespace kolo::trainer {
 namespace cpu {
 namespace {
+
+constexpr size_t kRows = 64;
 
 void check_layernorm(const char* kernel, int T, int C) {
   KOLO_CHECK_ARG(T >= 0 && C >= 1, kernel, ": sizes must be T >= 0, C >= 1; got T=", T, " C=", C);
@@ -20,33 +25,35 @@ void layernorm_forward_kernel(typename S::T* out, float* mean, float* rstd, cons
                               float eps) {
   const size_t c = C;
   const __m256 inv_c = _mm256_set1_ps(1.0f / C);
-  for (size_t t = 0; t < static_cast<size_t>(T); ++t) {
-    const auto* row = x + t * c;
-    __m256 sum = _mm256_setzero_ps();
-    for (size_t j = 0; j < c; j += kLanes) sum = _mm256_add_ps(sum, load_n<S>(row + j, c - j));
-    const __m256 m = _mm256_set1_ps(hsum(_mm256_mul_ps(sum, inv_c)));
-    __m256 var = _mm256_setzero_ps();
-    for (size_t j = 0; j < c; j += kLanes) {
-      // The zero lanes of a partial load must not count: mask them out of the centred value.
-      const size_t left = c - j;
-      __m256 d = _mm256_sub_ps(load_n<S>(row + j, left), m);
-      if (left < kLanes) d = _mm256_and_ps(d, lane_mask(left));
-      var = _mm256_fmadd_ps(d, d, var);
+  parallel_for(T, kRows, [&](size_t first, size_t last) {
+    for (size_t t = first; t < last; ++t) {
+      const auto* row = x + t * c;
+      __m256 sum = _mm256_setzero_ps();
+      for (size_t j = 0; j < c; j += kLanes) sum = _mm256_add_ps(sum, load_n<S>(row + j, c - j));
+      const __m256 m = _mm256_set1_ps(hsum(_mm256_mul_ps(sum, inv_c)));
+      __m256 var = _mm256_setzero_ps();
+      for (size_t j = 0; j < c; j += kLanes) {
+        // The zero lanes of a partial load must not count: mask them out of the centred value.
+        const size_t left = c - j;
+        __m256 d = _mm256_sub_ps(load_n<S>(row + j, left), m);
+        if (left < kLanes) d = _mm256_and_ps(d, lane_mask(left));
+        var = _mm256_fmadd_ps(d, d, var);
+      }
+      const float mu = _mm256_cvtss_f32(m);
+      const float rs = 1.0f / std::sqrt(hsum(var) / C + eps);
+      if (mean != nullptr) mean[t] = mu;  // null: inference, nothing saved
+      if (rstd != nullptr) rstd[t] = rs;
+      const __m256 r = _mm256_set1_ps(rs);
+      auto* o = out + t * c;
+      for (size_t j = 0; j < c; j += kLanes) {
+        const size_t left = c - j;
+        const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(load_n<S>(row + j, left), m), r);
+        store_n<S>(o + j,
+                   _mm256_fmadd_ps(xhat, load_n<S>(gamma + j, left), load_n<S>(beta + j, left)),
+                   left);
+      }
     }
-    const float mu = _mm256_cvtss_f32(m);
-    const float rs = 1.0f / std::sqrt(hsum(var) / C + eps);
-    if (mean != nullptr) mean[t] = mu;  // null: inference, nothing saved
-    if (rstd != nullptr) rstd[t] = rs;
-    const __m256 r = _mm256_set1_ps(rs);
-    auto* o = out + t * c;
-    for (size_t j = 0; j < c; j += kLanes) {
-      const size_t left = c - j;
-      const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(load_n<S>(row + j, left), m), r);
-      store_n<S>(o + j,
-                 _mm256_fmadd_ps(xhat, load_n<S>(gamma + j, left), load_n<S>(beta + j, left)),
-                 left);
-    }
-  }
+  });
 }
 
 // With g = dout * gamma and xhat = (x - mean) rstd:
@@ -55,50 +62,59 @@ template <typename S>
 void layernorm_backward_kernel(typename S::T* dx, typename S::T* dgamma, typename S::T* dbeta,
                                const typename S::T* dout, const typename S::T* x, const float* mean,
                                const float* rstd, const typename S::T* gamma, int T, int C) {
-  const size_t c = C;
-  float* dgamma_acc = scratch(Slot::kA, c);
-  float* dbeta_acc = scratch(Slot::kB, c);
-  std::memset(dgamma_acc, 0, c * sizeof(float));
-  std::memset(dbeta_acc, 0, c * sizeof(float));
+  const size_t c = C, blocks = (static_cast<size_t>(T) + kRows - 1) / kRows;
+  // Per block: dgamma's sums at [2 c b, 2 c b + c), dbeta's after them.
+  float* partial = scratch(Slot::kA, 2 * c * blocks);
   const __m256 inv_c = _mm256_set1_ps(1.0f / C);
-  for (size_t t = 0; t < static_cast<size_t>(T); ++t) {
-    const auto* xr = x + t * c;
-    const auto* dr = dout + t * c;
-    const __m256 m = _mm256_set1_ps(mean[t]);
-    const __m256 r = _mm256_set1_ps(rstd[t]);
-    __m256 sum_g = _mm256_setzero_ps(), sum_gx = _mm256_setzero_ps();
-    for (size_t j = 0; j < c; j += kLanes) {
-      const size_t left = c - j;
-      const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(load_n<S>(xr + j, left), m), r);
-      const __m256 d = load_n<S>(dr + j, left);
-      const __m256 g = _mm256_mul_ps(d, load_n<S>(gamma + j, left));
-      sum_g = _mm256_add_ps(sum_g, g);
-      sum_gx = _mm256_fmadd_ps(g, xhat, sum_gx);
-      store_n<F32>(dbeta_acc + j, _mm256_add_ps(load_n<F32>(dbeta_acc + j, left), d), left);
-      store_n<F32>(dgamma_acc + j, _mm256_fmadd_ps(d, xhat, load_n<F32>(dgamma_acc + j, left)),
-                   left);
+  parallel_for(T, kRows, [&](size_t first, size_t last) {
+    float* dgamma_acc = nullptr;
+    float* dbeta_acc = nullptr;
+    for (size_t t = first; t < last; ++t) {
+      if (t % kRows == 0) {
+        dgamma_acc = partial + 2 * c * (t / kRows);
+        dbeta_acc = dgamma_acc + c;
+        std::memset(dgamma_acc, 0, 2 * c * sizeof(float));
+      }
+      const auto* xr = x + t * c;
+      const auto* dr = dout + t * c;
+      const __m256 m = _mm256_set1_ps(mean[t]);
+      const __m256 r = _mm256_set1_ps(rstd[t]);
+      __m256 sum_g = _mm256_setzero_ps(), sum_gx = _mm256_setzero_ps();
+      for (size_t j = 0; j < c; j += kLanes) {
+        const size_t left = c - j;
+        const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(load_n<S>(xr + j, left), m), r);
+        const __m256 d = load_n<S>(dr + j, left);
+        const __m256 g = _mm256_mul_ps(d, load_n<S>(gamma + j, left));
+        sum_g = _mm256_add_ps(sum_g, g);
+        sum_gx = _mm256_fmadd_ps(g, xhat, sum_gx);
+        store_n<F32>(dbeta_acc + j, _mm256_add_ps(load_n<F32>(dbeta_acc + j, left), d), left);
+        store_n<F32>(dgamma_acc + j, _mm256_fmadd_ps(d, xhat, load_n<F32>(dgamma_acc + j, left)),
+                     left);
+      }
+      const __m256 mean_g = _mm256_set1_ps(hsum(_mm256_mul_ps(sum_g, inv_c)));
+      const __m256 mean_gx = _mm256_set1_ps(hsum(_mm256_mul_ps(sum_gx, inv_c)));
+      auto* o = dx + t * c;
+      for (size_t j = 0; j < c; j += kLanes) {
+        const size_t left = c - j;
+        const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(load_n<S>(xr + j, left), m), r);
+        const __m256 g = _mm256_mul_ps(load_n<S>(dr + j, left), load_n<S>(gamma + j, left));
+        const __m256 v = _mm256_sub_ps(_mm256_sub_ps(g, mean_g), _mm256_mul_ps(xhat, mean_gx));
+        store_n<S>(o + j, _mm256_mul_ps(v, r), left);
+      }
     }
-    const __m256 mean_g = _mm256_set1_ps(hsum(_mm256_mul_ps(sum_g, inv_c)));
-    const __m256 mean_gx = _mm256_set1_ps(hsum(_mm256_mul_ps(sum_gx, inv_c)));
-    auto* o = dx + t * c;
-    for (size_t j = 0; j < c; j += kLanes) {
-      const size_t left = c - j;
-      const __m256 xhat = _mm256_mul_ps(_mm256_sub_ps(load_n<S>(xr + j, left), m), r);
-      const __m256 g = _mm256_mul_ps(load_n<S>(dr + j, left), load_n<S>(gamma + j, left));
-      const __m256 v = _mm256_sub_ps(_mm256_sub_ps(g, mean_g), _mm256_mul_ps(xhat, mean_gx));
-      store_n<S>(o + j, _mm256_mul_ps(v, r), left);
-    }
-  }
+  });
   for (size_t j = 0; j < c; j += kLanes) {
     const size_t left = c - j;
+    __m256 sum_gamma = _mm256_setzero_ps(), sum_beta = _mm256_setzero_ps();
+    for (size_t b = 0; b < blocks; ++b) {
+      sum_gamma = _mm256_add_ps(sum_gamma, load_n<F32>(partial + 2 * c * b + j, left));
+      sum_beta = _mm256_add_ps(sum_beta, load_n<F32>(partial + 2 * c * b + c + j, left));
+    }
     if (dgamma != nullptr) {
-      store_n<S>(dgamma + j,
-                 _mm256_add_ps(load_n<S>(dgamma + j, left), load_n<F32>(dgamma_acc + j, left)),
-                 left);
+      store_n<S>(dgamma + j, _mm256_add_ps(load_n<S>(dgamma + j, left), sum_gamma), left);
     }
     if (dbeta != nullptr) {
-      store_n<S>(dbeta + j,
-                 _mm256_add_ps(load_n<S>(dbeta + j, left), load_n<F32>(dbeta_acc + j, left)), left);
+      store_n<S>(dbeta + j, _mm256_add_ps(load_n<S>(dbeta + j, left), sum_beta), left);
     }
   }
 }

@@ -15,6 +15,7 @@
 #include "comm/base/convert.h"
 #include "comm/base/dtype.h"
 #include "comm/base/error.h"
+#include "trainer/kernels/cpu/parallel.h"
 
 namespace kolo::trainer::cpu {
 
@@ -137,10 +138,16 @@ enum class Slot : int { kA, kB, kC, kD, kE, kF, kG, kH, kCount };
 float* scratch(Slot slot, size_t n);
 
 // Widens n storage elements into the fp32 scratch of `slot` (a copy, also for F32).
+// Large conversions are split across the kernel pool (inline inside a pool's range).
+constexpr size_t kConvertGrain = 32768;
 template <typename S>
 float* widen(Slot slot, const typename S::T* src, size_t n) {
   float* dst = scratch(slot, n);
-  for (size_t i = 0; i < n; i += kLanes) store_n<F32>(dst + i, load_n<S>(src + i, n - i), n - i);
+  parallel_for(n, kConvertGrain, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; i += kLanes) {
+      store_n<F32>(dst + i, load_n<S>(src + i, end - i), end - i);
+    }
+  });
   return dst;
 }
 // The fp32 view of n storage elements: src itself for F32, else widened into `slot`.
@@ -155,7 +162,11 @@ const float* to_f32(Slot slot, const typename S::T* src, size_t n) {
 // Stores n fp32 values into storage, rounding once.
 template <typename S>
 void from_f32(typename S::T* dst, const float* src, size_t n) {
-  for (size_t i = 0; i < n; i += kLanes) store_n<S>(dst + i, load_n<F32>(src + i, n - i), n - i);
+  parallel_for(n, kConvertGrain, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; i += kLanes) {
+      store_n<S>(dst + i, load_n<F32>(src + i, end - i), end - i);
+    }
+  });
 }
 
 // Sum of the 8 lanes.
