@@ -280,7 +280,8 @@ void shm_direct_broadcast(transport::SharedMemory& ctx, void* data, size_t bytes
 namespace {
 
 // Every rank throws kMismatch when some rank sends another size than its receiver expects;
-// `generation`'s staging slots hold every rank's send sizes, then its receive sizes.
+// `generation`'s staging slots hold every rank's send sizes, then its receive sizes (then its
+// send offsets).
 void check_alltoallv_sizes(transport::SharedMemory& ctx, uint64_t generation) {
   const size_t n = static_cast<size_t>(ctx.size());
   for (size_t p = 0; p < n; ++p) {
@@ -299,8 +300,11 @@ void check_alltoallv_sizes(transport::SharedMemory& ctx, uint64_t generation) {
 
 }  // namespace
 
-// Every rank stages its blocks for the others piece by piece; the rounds run to the largest
-// block any rank sends, agreed through the published values.
+// When every send buffer can be read with plain loads (alloc_shared buffers, or ranks that are
+// threads of one process), rank r copies its block straight from each peer's send buffer, at
+// the offset the peer published: one copy per byte. Otherwise every rank stages its blocks for
+// the others piece by piece; the rounds run to the largest block any rank sends, agreed
+// through the published values.
 void shm_direct_alltoallv(transport::SharedMemory& ctx, const char* send,
                           const std::vector<size_t>& send_bytes,
                           const std::vector<size_t>& send_offsets, char* recv,
@@ -312,18 +316,35 @@ void shm_direct_alltoallv(transport::SharedMemory& ctx, const char* send,
   for (int q = 0; q < n; ++q)
     if (q != r) most = std::max(most, send_bytes[static_cast<size_t>(q)]);
   ctx.publish_value(0, most);
-  // Every rank's sizes go through its staging slot of this generation (the rounds below use
-  // the other one), so that every rank can check every pair of ranks agrees.
+  ctx.publish(1, send);
+  // Every rank's sizes and offsets go through its staging slot of this generation (the rounds
+  // below use the other one), so that every rank can check every pair of ranks agrees.
   const uint64_t generation = ctx.generation() + 1;
+  const size_t un = static_cast<size_t>(n);
   auto* sizes = reinterpret_cast<uint64_t*>(ctx.stage_slot(generation));
-  KOLO_ASSERT(2 * static_cast<size_t>(n) * sizeof(uint64_t) <= ctx.stage_slot_bytes());
-  for (size_t q = 0; q < static_cast<size_t>(n); ++q) {
+  KOLO_ASSERT(3 * un * sizeof(uint64_t) <= ctx.stage_slot_bytes());
+  for (size_t q = 0; q < un; ++q) {
     sizes[q] = send_bytes[q];
-    sizes[static_cast<size_t>(n) + q] = recv_bytes[q];
+    sizes[un + q] = recv_bytes[q];
+    sizes[2 * un + q] = send_offsets[q];
   }
   ctx.arrive(generation);
   ctx.wait_generation(generation);
   check_alltoallv_sizes(ctx, generation);
+  if (ctx.plain_reads(1)) {
+    if (send_bytes[self] > 0)
+      std::memmove(recv + recv_offsets[self], send + send_offsets[self], send_bytes[self]);
+    for (int step = 1; step < n; ++step) {
+      const int p = (r - step + n) % n;  // each step reads from a different peer
+      const size_t up = static_cast<size_t>(p);
+      const auto* theirs = reinterpret_cast<const uint64_t*>(ctx.stage_slot_of(p, generation));
+      if (recv_bytes[up] > 0)
+        ctx.read_peer(p, ctx.peer_address(p, 1) + theirs[2 * un + self], recv + recv_offsets[up],
+                      recv_bytes[up]);
+    }
+    ctx.sync();  // nobody reads our send buffer (or our published offsets) any more
+    return;
+  }
   for (int p = 0; p < n; ++p) most = std::max<size_t>(most, ctx.peer_value(p, 0));
   // Peers may publish again once past the next barrier: with no rounds, that barrier must
   // still come after everyone has read the values.
