@@ -72,12 +72,6 @@ bool Engine::Impl::help(Driver& driver) {
   return driver.impl->iterate(true) != Pass::kStopped;
 }
 
-Handle Engine::Impl::submit(Request request, TensorView input, TensorView output, int set) {
-  std::vector<Submission> one;
-  one.push_back({std::move(request), input, output});
-  return submit_all(std::move(one), set, false).front();
-}
-
 namespace {
 
 struct OpWhat {
@@ -135,6 +129,55 @@ void check_alltoall_splits(Request& r, int set_size) {
 
 }  // namespace
 
+// The checks that need the set (under mutex_): it exists, alltoall splits and broadcast roots
+// fit its size.
+void Engine::Impl::check_against_set(Submission* first, Submission* last, int set) {
+  KOLO_CHECK_ARG(set >= 0 && set < static_cast<int>(sets_.size()) && sets_[set], "process set ",
+                 set, " does not exist on rank ", world_->rank());
+  const int set_size = sets_[set]->comm ? sets_[set]->comm->size() : world_->size();
+  for (auto op = first; op != last; ++op) {
+    Request& r = op->request;
+    if (r.type == OpType::kAlltoall) check_alltoall_splits(r, set_size);
+    KOLO_CHECK_ARG(r.type != OpType::kBroadcast || (r.root >= 0 && r.root < set_size),
+                   "broadcast of '", r.name, "': root ", r.root, " is not in [0, ", set_size, ")");
+  }
+}
+
+// Refuses a name that is still pending in the set (or earlier in the same submission).
+void Engine::Impl::check_not_pending(const std::string& name, int set) const {
+  auto names = active_.find(set);
+  if (names == active_.end()) return;
+  auto it = names->second.find(name);
+  const bool pending = it != names->second.end() && it->second && !it->second->is_done();
+  KOLO_CHECK_ARG(!pending, "tensor '", name, "' is already pending on rank ", world_->rank(),
+                 " (duplicate name; wait for the first op before reusing it)");
+}
+
+void Engine::Impl::enqueue(Submission&& op, int set, std::shared_ptr<Handle::State> state) {
+  active_[set][op.request.name] = state;
+  timeline_.begin(op.request.name, "NEGOTIATE");
+  queue_.push_back({set, Pending{std::move(op.request), op.input, op.output, std::move(state), 0}});
+}
+
+// The path of every single op (allreduce, allgather, ...): no vectors around the one op.
+Handle Engine::Impl::submit(Request request, TensorView input, TensorView output, int set) {
+  Submission op{std::move(request), input, output};
+  check_submission(op);
+  auto state = std::make_shared<Handle::State>();
+  state->driver = driver_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  check_against_set(&op, &op + 1, set);
+  Handle handle(state);
+  if (dead_) {
+    state->fail(death_code_, "engine stopped: " + death_);
+    return handle;
+  }
+  check_not_pending(op.request.name, set);
+  enqueue(std::move(op), set, std::move(state));
+  if (idle_) wake_.notify_one();  // a busy or settling loop takes the queue anyway
+  return handle;
+}
+
 std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int set, bool one_state) {
   // Everything is checked before anything is queued: a refused member leaves no other member
   // of its group waiting for it.
@@ -145,37 +188,21 @@ std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int se
     states.back()->driver = driver_;
   }
   std::lock_guard<std::mutex> lock(mutex_);
-  KOLO_CHECK_ARG(set >= 0 && set < static_cast<int>(sets_.size()) && sets_[set], "process set ",
-                 set, " does not exist on rank ", world_->rank());
-  const int set_size = sets_[set]->comm ? sets_[set]->comm->size() : world_->size();
-  for (Submission& op : ops)
-    if (op.request.type == OpType::kAlltoall) check_alltoall_splits(op.request, set_size);
-  for (const Submission& op : ops)
-    KOLO_CHECK_ARG(op.request.type != OpType::kBroadcast ||
-                       (op.request.root >= 0 && op.request.root < set_size),
-                   "broadcast of '", op.request.name, "': root ", op.request.root,
-                   " is not in [0, ", set_size, ")");
+  check_against_set(ops.data(), ops.data() + ops.size(), set);
   std::vector<Handle> handles(states.begin(), states.end());
   if (dead_) {
     for (auto& state : states) state->fail(death_code_, "engine stopped: " + death_);
     return handles;
   }
-  auto& names = active_[set];
   for (size_t i = 0; i < ops.size(); ++i) {
-    const std::string& name = ops[i].request.name;
-    auto it = names.find(name);
-    bool pending = it != names.end() && it->second && !it->second->is_done();
-    for (size_t j = 0; j < i; ++j) pending = pending || ops[j].request.name == name;
-    KOLO_CHECK_ARG(!pending, "tensor '", name, "' is already pending on rank ", world_->rank(),
-                   " (duplicate name; wait for the first op before reusing it)");
+    check_not_pending(ops[i].request.name, set);
+    for (size_t j = 0; j < i; ++j)
+      KOLO_CHECK_ARG(ops[j].request.name != ops[i].request.name, "tensor '", ops[i].request.name,
+                     "' is already pending on rank ", world_->rank(),
+                     " (duplicate name; wait for the first op before reusing it)");
   }
-  for (size_t i = 0; i < ops.size(); ++i) {
-    names[ops[i].request.name] = states[i];
-    timeline_.begin(ops[i].request.name, "NEGOTIATE");
-    queue_.push_back(
-        {set, Pending{std::move(ops[i].request), ops[i].input, ops[i].output, states[i], 0}});
-  }
-  if (idle_) wake_.notify_one();  // a busy or settling loop takes the queue anyway
+  for (size_t i = 0; i < ops.size(); ++i) enqueue(std::move(ops[i]), set, states[i]);
+  if (idle_) wake_.notify_one();
   return handles;
 }
 
