@@ -92,8 +92,8 @@ if(KOLO_PYTHON_MISSING)
 endif()
 kolo_dependency(PYTHON KOLO_PYTHON_FOUND)
 # Planned back ends with nothing behind them yet: asking for one is refused rather than
-# accepted and ignored (the UCX transport and the CUDA/NCCL path are later issues).
-foreach(planned UCX CUDA NCCL)
+# accepted and ignored (the CUDA/NCCL path is a later issue).
+foreach(planned CUDA NCCL)
   if(DEFINED KOLO_WITH_${planned} AND NOT KOLO_WITH_${planned} MATCHES "^(OFF|AUTO|)$")
     message(FATAL_ERROR "KOLO_WITH_${planned}=${KOLO_WITH_${planned}}: this version of kolo has "
                         "no ${planned} support yet; accepted: OFF")
