@@ -91,9 +91,34 @@ if(KOLO_PYTHON_MISSING)
   message(STATUS "kolo: Python bindings skipped: ${KOLO_PYTHON_MISSING}")
 endif()
 kolo_dependency(PYTHON KOLO_PYTHON_FOUND)
+# CUDA: the device kernels (fusion/cuda), compiled whenever nvcc is found (the CUDA toolkit at
+# /usr/local/cuda here), for CMAKE_CUDA_ARCHITECTURES (default 80 and 90: A100, H100/H200).
+# Sanitizer and fuzz builds skip it under AUTO (they check host code).
+set(KOLO_NVCC_FOUND OFF)
+if(NOT KOLO_WITH_CUDA STREQUAL "OFF" AND (KOLO_WITH_CUDA STREQUAL "ON" OR NOT (KOLO_SANITIZE OR KOLO_FUZZ)))
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    set(KOLO_NVCC_FOUND ON)
+  endif()
+endif()
+kolo_dependency(CUDA KOLO_NVCC_FOUND)
+if(KOLO_HAVE_CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  endif()
+  enable_language(CUDA)
+  set(CMAKE_CUDA_STANDARD 17)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  find_package(CUDAToolkit REQUIRED)
+endif()
+
 # Planned back ends with nothing behind them yet: asking for one is refused rather than
-# accepted and ignored (the CUDA/NCCL path is a later issue).
-foreach(planned CUDA NCCL)
+# accepted and ignored (the NCCL path is a later part of the GPU issue).
+foreach(planned NCCL)
   if(DEFINED KOLO_WITH_${planned} AND NOT KOLO_WITH_${planned} MATCHES "^(OFF|AUTO|)$")
     message(FATAL_ERROR "KOLO_WITH_${planned}=${KOLO_WITH_${planned}}: this version of kolo has "
                         "no ${planned} support yet; accepted: OFF")
@@ -104,11 +129,12 @@ if(KOLO_SANITIZE)
   if(NOT KOLO_SANITIZE MATCHES "^(address|undefined|thread)$")
     message(FATAL_ERROR "KOLO_SANITIZE='${KOLO_SANITIZE}': expected address, undefined or thread")
   endif()
-  add_compile_options(-fsanitize=${KOLO_SANITIZE} -fno-omit-frame-pointer)
+  add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=${KOLO_SANITIZE}>
+                      $<$<COMPILE_LANGUAGE:C,CXX>:-fno-omit-frame-pointer>)
   if(KOLO_SANITIZE STREQUAL "undefined")
     # Undefined behaviour stops the program instead of printing and carrying on, so a report
     # fails its test (scripts/sanitize.sh).
-    add_compile_options(-fno-sanitize-recover=undefined)
+    add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:-fno-sanitize-recover=undefined>)
   endif()
   add_link_options(-fsanitize=${KOLO_SANITIZE})
 endif()

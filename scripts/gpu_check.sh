@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The one prepared check for a machine with an NVIDIA GPU (issue 17; docs/gpu.md): builds kolo's
+# device code with nvcc and g++ alone (the device image has CUDA but none of the Debian
+# packages the CMake build needs), runs the device tests and benchmarks, and prints a summary.
+# It takes about a minute on an H200 (budget: 8 minutes).
+#   bash scripts/gpu_check.sh [OUT_DIR]        (default build-gpu/)
+# Environment: NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc), KOLO_CUDA_ARCH
+# (default 90: H100/H200), CXX (default g++).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-build-gpu}
+nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+arch=${KOLO_CUDA_ARCH:-90}
+cxx=${CXX:-g++}
+mkdir -p "$out"
+start=$(date +%s)
+
+# Host sources the device code needs (errors, dtypes, the host converter that is the tests'
+# reference, the device packer's rules), then the kernels.
+host_sources=(comm/base/error.cc comm/base/dtype.cc comm/base/convert.cc comm/base/log.cc
+              comm/base/env.cc fusion/cuda/convert_path.cc)
+objects=()
+for src in "${host_sources[@]}"; do
+  obj=$out/$(echo "${src%.cc}" | tr / _).o
+  "$cxx" -O2 -std=c++20 -I. -c "$src" -o "$obj"
+  objects+=("$obj")
+done
+"$nvcc" -O2 -std=c++17 -arch=sm_"$arch" -I. -c fusion/cuda/convert.cu -o "$out/convert_cu.o"
+objects+=("$out/convert_cu.o")
+cuda_include=$(dirname "$(dirname "$nvcc")")/include
+for program in tests/gpu/convert_test.cc:kolo_gpu_tests benchmarks/gpu/device_pack_bw.cc:device_pack_bw; do
+  "$cxx" -O2 -std=c++20 -I. -I"$cuda_include" -c "${program%%:*}" -o "$out/${program##*:}.o"
+  "$nvcc" -arch=sm_"$arch" "$out/${program##*:}.o" "${objects[@]}" -o "$out/${program##*:}"
+done
+echo "gpu_check: built in $(( $(date +%s) - start )) s"
+if [[ ${GPU_CHECK_BUILD_ONLY:-0} == 1 ]]; then exit 0; fi
+
+nvidia-smi -L || true
+status=0
+"$out/kolo_gpu_tests" | tee "$out/tests.log" || status=1
+"$out/device_pack_bw" --mib 256 --iters 20 | tee "$out/pack_bw.log" || status=1
+echo "== gpu_check summary ($(( $(date +%s) - start )) s)"
+grep -h "^kolo_gpu_tests:" "$out/tests.log" || echo "kolo_gpu_tests: no result"
+grep -h "^device_pack:" "$out/pack_bw.log" || echo "device_pack: no result"
+exit $status
