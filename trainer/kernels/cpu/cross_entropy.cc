@@ -19,32 +19,10 @@ struct RowStats {
   float sum;  // of e^{x - max}
 };
 
+// The row's largest value; NaN entries are skipped (the max instruction returns its second
+// operand when either is NaN), so a NaN reaches the loss through the exponentials instead.
 template <typename S>
-RowStats row_stats(const typename S::T* x, size_t V) {
-  const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
-  __m256 mx = neg_inf;
-  for (size_t j = 0; j < V; j += kLanes) {
-    const size_t left = V - j;
-    __m256 v = load_n<S>(x + j, left);
-    if (left < kLanes) v = _mm256_blendv_ps(neg_inf, v, lane_mask(left));
-    mx = _mm256_max_ps(mx, v);
-  }
-  const float row_max = hmax(mx);
-  const __m256 m = _mm256_set1_ps(row_max);
-  __m256 sum = _mm256_setzero_ps();
-  for (size_t j = 0; j < V; j += kLanes) {
-    const size_t left = V - j;
-    __m256 e = exp8(_mm256_sub_ps(load_n<S>(x + j, left), m));
-    if (left < kLanes) e = _mm256_and_ps(e, lane_mask(left));
-    sum = _mm256_add_ps(sum, e);
-  }
-  return {row_max, hsum(sum)};
-}
-
-// The first index of the row's largest value; NaN lanes lose every max (the max instruction
-// returns its second operand when either is NaN).
-template <typename S>
-int32_t row_argmax(const typename S::T* x, size_t V) {
+float row_max(const typename S::T* x, size_t V) {
   const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
   __m256 mx = neg_inf;
   for (size_t j = 0; j < V; j += kLanes) {
@@ -53,7 +31,27 @@ int32_t row_argmax(const typename S::T* x, size_t V) {
     if (left < kLanes) v = _mm256_blendv_ps(neg_inf, v, lane_mask(left));
     mx = _mm256_max_ps(v, mx);
   }
-  const __m256 best = _mm256_set1_ps(hmax(mx));
+  return hmax(mx);
+}
+
+template <typename S>
+RowStats row_stats(const typename S::T* x, size_t V) {
+  const float row_max_value = row_max<S>(x, V);
+  const __m256 m = _mm256_set1_ps(row_max_value);
+  __m256 sum = _mm256_setzero_ps();
+  for (size_t j = 0; j < V; j += kLanes) {
+    const size_t left = V - j;
+    __m256 e = exp8(_mm256_sub_ps(load_n<S>(x + j, left), m));
+    if (left < kLanes) e = _mm256_and_ps(e, lane_mask(left));
+    sum = _mm256_add_ps(sum, e);
+  }
+  return {row_max_value, hsum(sum)};
+}
+
+// The first index of the row's largest value (NaN entries never win).
+template <typename S>
+int32_t row_argmax(const typename S::T* x, size_t V) {
+  const __m256 best = _mm256_set1_ps(row_max<S>(x, V));
   for (size_t j = 0; j < V; j += kLanes) {
     const size_t left = V - j;
     int hits = _mm256_movemask_ps(_mm256_cmp_ps(load_n<S>(x + j, left), best, _CMP_EQ_OQ));
