@@ -42,6 +42,15 @@ class SharedMemory {
   virtual bool same_process(int peer) const = 0;
   // Copies `bytes` at `remote` (an address in the peer's address space) to `local`.
   virtual void read_peer(int peer, const void* remote, void* local, size_t bytes) = 0;
+  // Copies `bytes` at `local` to `remote` in the peer's address space; `streaming`: with
+  // non-temporal stores where the memory is reachable with plain stores (a large output that
+  // nobody reads soon).
+  virtual void write_peer(int peer, void* remote, const void* local, size_t bytes,
+                          bool streaming) = 0;
+  // A pointer through which this rank reads the `bytes` at `remote` with plain loads: remote
+  // itself for a thread of this process, or the peer's alloc_shared region mapped here; null
+  // when there is none (read_peer still works).
+  virtual const char* peer_view(int peer, const void* remote, size_t bytes) = 0;
 
   // Small-message slots (two per rank, alternating by generation), for the low-latency
   // allreduce, and staging slots through which the direct collectives stream ordinary buffers.

@@ -64,11 +64,30 @@ size_t phase_of(size_t index) {
   return index % kValuePeriod;
 }
 
+// Odd counts run from alloc_shared copies of their buffers: over shared memory peers then read
+// them (and the allreduce writes them) directly instead of through the staging slots.
+using SharedBuffer = std::unique_ptr<char, void (*)(void*)>;
+SharedBuffer shared_copy(const std::vector<char>& bytes) {
+  SharedBuffer shared(nullptr, free_shared);
+  if (bytes.empty()) return shared;
+  shared.reset(static_cast<char*>(alloc_shared(bytes.size())));
+  std::memcpy(shared.get(), bytes.data(), bytes.size());
+  return shared;
+}
+
 void run_allreduce(Case& c, bool in_place, Algorithm algorithm) {
   auto send = filled(c.dtype, c.op, c.comm.rank(), c.count);
   auto recv = make_buffer(c.dtype, c.count);
+  char* in = send.data();
   char* out = in_place ? send.data() : recv.data();
-  c.comm.allreduce(send.data(), out, c.count, c.dtype, c.op, CollectiveOptions{algorithm});
+  SharedBuffer shared_in(nullptr, free_shared), shared_out(nullptr, free_shared);
+  if (c.count % 2 == 1) {
+    shared_in = shared_copy(send);
+    shared_out = in_place ? SharedBuffer(nullptr, free_shared) : shared_copy(recv);
+    in = shared_in.get();
+    out = in_place ? in : shared_out.get();
+  }
+  c.comm.allreduce(in, out, c.count, c.dtype, c.op, CollectiveOptions{algorithm});
   check(c, out, c.count, expected_pattern(c.dtype, c.op, c.comm.size()), 0, c.op);
   c.same_everywhere = true;
   c.hash = fnv1a(out, c.count * dtype_size(c.dtype));
@@ -156,15 +175,10 @@ void run_alltoall(Case& c, bool variable) {
     at += k;
   }
   auto recv = make_buffer(c.dtype, recv_total);
-  // Odd counts send from an alloc_shared buffer: over shared memory the peers then copy their
-  // blocks straight out of it (the single-copy path) instead of through staging slots.
-  std::unique_ptr<void, void (*)(void*)> shared(nullptr, free_shared);
-  const void* source = send.data();
-  if (c.count % 2 == 1 && !send.empty()) {
-    shared.reset(alloc_shared(send.size()));
-    std::memcpy(shared.get(), send.data(), send.size());
-    source = shared.get();
-  }
+  // Odd counts send from an alloc_shared copy (the peers copy their blocks straight out of it).
+  const SharedBuffer shared =
+      c.count % 2 == 1 ? shared_copy(send) : SharedBuffer(nullptr, free_shared);
+  const void* source = shared ? shared.get() : send.data();
   if (variable)
     c.comm.alltoallv(source, sends, recv.data(), recvs, c.dtype);
   else

@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #include <sys/uio.h>
 
+#include "comm/base/copy.h"
 #include "comm/base/env.h"
 #include "comm/base/log.h"
 #include "comm/bootstrap/store.h"
@@ -407,56 +408,88 @@ void ShmContext::check_peer_alive(int peer) {
 
 void ShmContext::read_peer(int peer, const void* remote, void* local, size_t bytes) {
   try {
-    copy_from_peer(peer, remote, local, bytes);
+    copy_with_peer(peer, const_cast<void*>(remote), local, bytes, false);
   } catch (const Error& e) {
     fail(e.what());
     throw;
   }
 }
 
-void ShmContext::copy_from_peer(int peer, const void* remote, void* local, size_t bytes) {
+void ShmContext::write_peer(int peer, void* remote, const void* local, size_t bytes,
+                            bool streaming) {
+  try {
+    copy_with_peer(peer, remote, const_cast<void*>(local), bytes, true, streaming);
+  } catch (const Error& e) {
+    fail(e.what());
+    throw;
+  }
+}
+
+const char* ShmContext::peer_view(int peer, const void* remote, size_t bytes) {
+  if (same_process(peer)) return static_cast<const char*>(remote);
+  return mapped_peer_range(peer, remote, bytes, false);
+}
+
+void ShmContext::copy_with_peer(int peer, void* remote, void* local, size_t bytes, bool to_peer,
+                                bool streaming) {
   if (bytes == 0) return;
-  if (same_process(peer)) {
-    std::memcpy(local, remote, bytes);
+  char* reachable = same_process(peer) ? static_cast<char*>(remote)
+                                       : mapped_peer_range(peer, remote, bytes, to_peer);
+  if (reachable != nullptr) {
+    if (to_peer && streaming)
+      copy_streaming(reachable, local, bytes);
+    else if (to_peer)
+      std::memcpy(reachable, local, bytes);
+    else
+      std::memcpy(local, reachable, bytes);
     return;
   }
-  if (const char* mapped = mapped_peer_range(peer, remote, bytes)) {
-    std::memcpy(local, mapped, bytes);
-    return;
-  }
-  auto* to = static_cast<char*>(local);
-  auto* from = static_cast<const char*>(remote);
+  auto* near = static_cast<char*>(local);
+  auto* far = static_cast<char*>(remote);
   while (bytes > 0) {
-    iovec l{to, bytes}, r{const_cast<char*>(from), bytes};
-    ssize_t n = ::process_vm_readv(header(peer)->pid, &l, 1, &r, 1, 0);
+    iovec l{near, bytes}, r{far, bytes};
+    ssize_t n = to_peer ? ::process_vm_writev(header(peer)->pid, &l, 1, &r, 1, 0)
+                        : ::process_vm_readv(header(peer)->pid, &l, 1, &r, 1, 0);
     if (n <= 0) {
       if (n < 0 && errno == ESRCH) throw_peer_lost(peer, "its process exited");
-      KOLO_THROW_ERRNO(operation(), ": reading ", bytes, " B from ", describe_peer(peer));
+      KOLO_THROW_ERRNO(operation(), to_peer ? ": writing " : ": reading ", bytes,
+                       to_peer ? " B to " : " B from ", describe_peer(peer));
     }
-    to += n;
-    from += n;
+    near += n;
+    far += n;
     bytes -= static_cast<size_t>(n);
   }
 }
 
-const char* ShmContext::mapped_peer_range(int peer, const void* remote, size_t bytes) {
+char* ShmContext::mapped_peer_range(int peer, const void* remote, size_t bytes, bool writable) {
   const auto at = reinterpret_cast<uint64_t>(remote);
   for (const SharedRegion& region : header(peer)->published_regions) {
     if (region.id == 0 || at < region.base || at + bytes > region.base + region.bytes) continue;
     Mapping& m = peer_regions_[{peer, region.id}];
     if (m.base == nullptr) {
       // Opening another process's fd needs the same permission as process_vm_readv; when it
-      // is refused the read falls back to CMA (a null mapping is remembered as MAP_FAILED).
+      // is refused the copies fall back to CMA (a null mapping is remembered as MAP_FAILED).
+      // Read-write first (the allreduce writes reduced blocks into peers' outputs), else
+      // read-only.
       const std::string path =
           "/proc/" + std::to_string(header(peer)->pid) + "/fd/" + std::to_string(region.fd);
-      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-      void* p = fd < 0 ? MAP_FAILED : ::mmap(nullptr, region.bytes, PROT_READ, MAP_SHARED, fd, 0);
-      if (fd >= 0) ::close(fd);
+      void* p = MAP_FAILED;
+      for (const bool rw : {true, false}) {
+        const int fd = ::open(path.c_str(), (rw ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+        if (fd < 0) continue;
+        p = ::mmap(nullptr, region.bytes, rw ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd,
+                   0);
+        ::close(fd);
+        if (p != MAP_FAILED) {
+          m.writable = rw;
+          break;
+        }
+      }
       m.base = p;
       m.bytes = p == MAP_FAILED ? 0 : region.bytes;
     }
-    if (m.base == MAP_FAILED) return nullptr;
-    return static_cast<const char*>(m.base) + (at - region.base);
+    if (m.base == MAP_FAILED || (writable && !m.writable)) return nullptr;
+    return static_cast<char*>(m.base) + (at - region.base);
   }
   return nullptr;
 }

@@ -45,6 +45,8 @@ class ShmContext : public Context, public SharedMemory {
   bool plain_reads(int index) const override;
   bool same_process(int peer) const override;
   void read_peer(int peer, const void* remote, void* local, size_t bytes) override;
+  void write_peer(int peer, void* remote, const void* local, size_t bytes, bool streaming) override;
+  const char* peer_view(int peer, const void* remote, size_t bytes) override;
   size_t small_slot_bytes() const override { return kSmallSlotBytes; }
   char* small_slot_of(int rank, uint64_t generation) const override;
   size_t stage_slot_bytes() const override { return kStageSlotBytes; }
@@ -59,6 +61,7 @@ class ShmContext : public Context, public SharedMemory {
   struct Mapping {
     void* base = nullptr;
     size_t bytes = 0;
+    bool writable = false;  // a peer's region mapped read-write (else read-only)
   };
   SegmentHeader* header(int rank) const;
   static void prefault(const void* base, size_t bytes);
@@ -70,10 +73,15 @@ class ShmContext : public Context, public SharedMemory {
   void check_peers(Transfer* t);
   void check_peer_alive(int peer);
   void wait_for_peers(uint64_t generation);
-  void copy_from_peer(int peer, const void* remote, void* local, size_t bytes);
+  // Copies between `local` and `remote` in the peer's address space, `to_peer` saying which
+  // way: plain copies where the memory is reachable here, else the kernel (CMA).
+  void copy_with_peer(int peer, void* remote, void* local, size_t bytes, bool to_peer,
+                      bool streaming = false);
   void probe_cross_process_reads(const ContextOptions& options);
-  // The peer's alloc_shared region holding [remote, remote + bytes) mapped here, or null.
-  const char* mapped_peer_range(int peer, const void* remote, size_t bytes);
+  // The peer's alloc_shared region holding [remote, remote + bytes) mapped here (read-write
+  // where the peer's fd opens so, else read-only), or null; null too when `writable` is asked
+  // of a read-only mapping.
+  char* mapped_peer_range(int peer, const void* remote, size_t bytes, bool writable);
 
   size_t capacity_;
   size_t segment_bytes_;
