@@ -16,7 +16,9 @@ void pack(void* dst, DType wire, const void* src, DType dtype, size_t count, dou
 // dst (dtype) = src (wire dtype) * scale.
 void unpack(void* dst, DType dtype, const void* src, DType wire, size_t count, double scale);
 
-// A persistent, 64-byte aligned buffer that only grows.
+// A persistent, 64-byte aligned buffer that only grows (its contents are not kept when it
+// does). It is kolo::alloc_shared memory where that can be had, so that the shm allreduce on
+// it reads and writes the peers' buffers directly.
 class FusionBuffer {
  public:
   char* reserve(size_t bytes);
@@ -24,6 +26,7 @@ class FusionBuffer {
 
  private:
   struct Free {
+    bool shared;  // from alloc_shared, else std::aligned_alloc (value-initialised: false)
     void operator()(char* p) const;
   };
   std::unique_ptr<char, Free> data_;
