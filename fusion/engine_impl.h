@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "fusion/executor.h"
@@ -83,7 +84,7 @@ class Engine::Impl {
   std::condition_variable wake_;
   std::deque<std::pair<int, Pending>> queue_;
   // Names submitted and not finished, per set: a name may be reused once its op is done.
-  std::map<int, std::map<std::string, std::shared_ptr<Handle::State>>> active_;
+  std::map<int, std::unordered_map<std::string, std::shared_ptr<Handle::State>>> active_;
   // Every registered set (null where this rank is not a member). The loop cycles the first
   // active_sets_ of them: a new set is activated at the same world cycle on every rank (the
   // world set's negotiation agrees on it), since ranks register it at different moments and

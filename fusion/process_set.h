@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -24,7 +25,9 @@ struct Pending {
   uint64_t seq = 0;  // submission order within the set
 };
 
-using PendingMap = std::map<std::string, Pending>;  // by name
+// By name. Hashed: a step looks up, inserts and erases every op by name (nothing iterates
+// it in an order that matters: negotiation sorts by seq).
+using PendingMap = std::unordered_map<std::string, Pending>;
 
 struct ProcessSet {
   int id = 0;
