@@ -143,7 +143,7 @@ void Engine::Impl::check_against_set(Submission* first, Submission* last, int se
   }
 }
 
-// Refuses a name that is still pending in the set (or earlier in the same submission).
+// Refuses a name that is still pending in the set.
 void Engine::Impl::check_not_pending(const std::string& name, int set) const {
   auto names = active_.find(set);
   if (names == active_.end()) return;

@@ -36,10 +36,6 @@ class Engine::Impl {
   // Queues all of `ops` or, when any is refused, none. one_state: they share one completion
   // state (a grouped allreduce: every member's handle completes at the same instant).
   std::vector<Handle> submit_all(std::vector<Submission> ops, int set, bool one_state);
-  // Parts of both (mutex_ held): the checks that need the set, a name still pending, queueing.
-  void check_against_set(Submission* first, Submission* last, int set);
-  void check_not_pending(const std::string& name, int set) const;
-  void enqueue(Submission&& op, int set, std::shared_ptr<Handle::State> state);
   int add_process_set(const std::vector<int>& ranks);
   // "barrier.<n>": barriers are named by their sequence number in the set, the same on every
   // rank.
@@ -56,6 +52,11 @@ class Engine::Impl {
  private:
   // Settings every rank must share, compared at construction (kMismatch naming both values).
   void check_settings_agree();
+  // Parts of submit and submit_all (mutex_ held): the checks that need the set, a name still
+  // pending in the set, queueing.
+  void check_against_set(Submission* first, Submission* last, int set);
+  void check_not_pending(const std::string& name, int set) const;
+  void enqueue(Submission&& op, int set, std::shared_ptr<Handle::State> state);
   void loop();
   // One iteration: take the queue, one cycle per active set. Runs with driver_->mutex held, on
   // the loop thread or (helping) a thread waiting for a handle, whose waits for peers may spin.

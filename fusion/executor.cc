@@ -142,11 +142,8 @@ void Executor::allreduce_fused(ProcessSet& set, const std::vector<const Response
   double post = p.postscale;
   if (p.op == ReduceOp::kAverage) post /= comm.size();
   unpack_all(set, group, members, buf, post);
-  for (auto it : members) {
-    if (it == set.pending.end()) continue;
-    it->second.state->complete(Status::success());
-    set.pending.erase(it);
-  }
+  for (auto it : members)
+    if (it != set.pending.end()) complete(set, it, Status::success());
 }
 
 void Executor::pack_all(ProcessSet& set, const std::vector<const Response*>& group,
@@ -190,12 +187,13 @@ void Executor::unpack_all(ProcessSet& set, const std::vector<const Response*>& g
 }
 
 void Executor::finish(ProcessSet& set, const Response& response, const Status& status) {
-  for (const auto& name : response.names) {
-    auto it = set.pending.find(name);
-    if (it == set.pending.end()) continue;
-    it->second.state->complete(status);
-    set.remove(name);
-  }
+  for (const auto& name : response.names)
+    if (auto it = set.pending.find(name); it != set.pending.end()) complete(set, it, status);
+}
+
+void Executor::complete(ProcessSet& set, PendingMap::iterator op, const Status& status) {
+  op->second.state->complete(status);
+  set.pending.erase(op);
 }
 
 }  // namespace kolo::engine

@@ -34,6 +34,8 @@ class Executor {
                   double postscale);
   void run_single(ProcessSet& set, const Response& response);
   void finish(ProcessSet& set, const Response& response, const Status& status);
+  // Completes one pending op's handle and forgets the op.
+  void complete(ProcessSet& set, PendingMap::iterator op, const Status& status);
 
   const EngineOptions& options_;
   timeline::Timeline* timeline_;

@@ -1,8 +1,5 @@
-// ProcessSet: construction (the coordinator lives on the set's rank 0) and removal of a
-// finished op.
+// ProcessSet: construction (the coordinator lives on the set's rank 0).
 #include "fusion/process_set.h"
-
-#include <algorithm>
 
 namespace kolo::engine {
 
@@ -15,10 +12,6 @@ ProcessSet::ProcessSet(int id_, std::shared_ptr<Communicator> comm_, const Engin
   if (comm->rank() == 0)
     coordinator = std::make_unique<Coordinator>(comm->size(), options.stall_check_seconds,
                                                 options.stall_shutdown_seconds);
-}
-
-void ProcessSet::remove(const std::string& name) {
-  pending.erase(name);
 }
 
 }  // namespace kolo::engine

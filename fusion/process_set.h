@@ -40,7 +40,6 @@ struct ProcessSet {
   std::shared_ptr<Handle::State> join_state;
 
   ProcessSet(int id, std::shared_ptr<Communicator> comm, const EngineOptions& options);
-  void remove(const std::string& name);
 };
 
 }  // namespace kolo::engine

@@ -136,7 +136,7 @@ void attention_forward_kernel(void* out, void* probs, const void* qkv, const int
   const size_t S = sh.S;
   constexpr bool kF32 = St::kDType == DType::kFloat32;
   // One sequence per block of the pool's split; every buffer below is the thread's own.
-  parallel_gemms(sh.B, [&](size_t first_b, size_t last_b) {
+  parallel_for(sh.B, 1, [&](size_t first_b, size_t last_b) {
     float* bias = mask != nullptr ? scratch(Slot::kC, S) : nullptr;
     float* Pd = drop.on() ? scratch(Slot::kE, sh.square()) : nullptr;
     float* u = scratch(Slot::kF, S);
@@ -217,7 +217,7 @@ template <typename St>
 void attention_backward_kernel(void* dqkv, const void* dout, const void* qkv, const void* probs,
                                const int32_t* mask, const AttnShape& sh, const Dropout& drop) {
   constexpr bool kF32 = St::kDType == DType::kFloat32;
-  parallel_gemms(sh.B, [&](size_t first_b, size_t last_b) {
+  parallel_for(sh.B, 1, [&](size_t first_b, size_t last_b) {
     float* Pd = drop.on() ? scratch(Slot::kE, sh.square()) : nullptr;
     float* dP = scratch(Slot::kG, sh.square());
     float* u = scratch(Slot::kF, sh.S);

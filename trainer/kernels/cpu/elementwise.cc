@@ -21,10 +21,8 @@ template <typename S, typename F>
 void map1(void* out, const void* a, size_t n, F f) {
   auto* o = as<S>(out);
   const auto* x = as<S>(a);
-  parallel_for(n, kGrain, [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; i += kLanes) {
-      store_n<S>(o + i, f(load_n<S>(x + i, end - i)), end - i);
-    }
+  for_each_vector(n, kGrain, [&](size_t i, size_t left) {
+    store_n<S>(o + i, f(load_n<S>(x + i, left)), left);
   });
 }
 template <typename S, typename F>
@@ -32,10 +30,8 @@ void map2(void* out, const void* a, const void* b, size_t n, F f) {
   auto* o = as<S>(out);
   const auto* x = as<S>(a);
   const auto* y = as<S>(b);
-  parallel_for(n, kGrain, [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; i += kLanes) {
-      store_n<S>(o + i, f(load_n<S>(x + i, end - i), load_n<S>(y + i, end - i)), end - i);
-    }
+  for_each_vector(n, kGrain, [&](size_t i, size_t left) {
+    store_n<S>(o + i, f(load_n<S>(x + i, left), load_n<S>(y + i, left)), left);
   });
 }
 

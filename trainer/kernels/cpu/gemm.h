@@ -5,20 +5,9 @@
 // cores would each spin while the other computes).
 #pragma once
 
-#include <cstddef>
-
-#include "trainer/kernels/cpu/parallel.h"
-
 namespace kolo::trainer::cpu {
 
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc);
-
-// parallel_for(n, 1, body) for bodies that call sgemm on small matrices (attention heads):
-// each thread multiplies its own (sgemm inside a pool's range runs on its calling thread).
-template <typename F>
-void parallel_gemms(size_t n, F&& body) {
-  parallel_for(n, 1, body);
-}
 
 }  // namespace kolo::trainer::cpu

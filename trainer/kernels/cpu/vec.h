@@ -137,16 +137,24 @@ typename S::T* as(void* p) {
 enum class Slot : int { kA, kB, kC, kD, kE, kF, kG, kH, kCount };
 float* scratch(Slot slot, size_t n);
 
+// f(i, left) for i = 0, kLanes, 2 kLanes, ... < n, `left` the elements from i to the end of
+// its range (a full vector except at the very end): the element-wise loop of the kernels, its
+// ranges split across the kernel pool in blocks of `grain` (a multiple of kLanes; inline inside
+// a pool's range).
+template <typename F>
+void for_each_vector(size_t n, size_t grain, F f) {
+  parallel_for(n, grain, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; i += kLanes) f(i, end - i);
+  });
+}
+
 // Widens n storage elements into the fp32 scratch of `slot` (a copy, also for F32).
-// Large conversions are split across the kernel pool (inline inside a pool's range).
 constexpr size_t kConvertGrain = 32768;
 template <typename S>
 float* widen(Slot slot, const typename S::T* src, size_t n) {
   float* dst = scratch(slot, n);
-  parallel_for(n, kConvertGrain, [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; i += kLanes) {
-      store_n<F32>(dst + i, load_n<S>(src + i, end - i), end - i);
-    }
+  for_each_vector(n, kConvertGrain, [&](size_t i, size_t left) {
+    store_n<F32>(dst + i, load_n<S>(src + i, left), left);
   });
   return dst;
 }
@@ -162,10 +170,8 @@ const float* to_f32(Slot slot, const typename S::T* src, size_t n) {
 // Stores n fp32 values into storage, rounding once.
 template <typename S>
 void from_f32(typename S::T* dst, const float* src, size_t n) {
-  parallel_for(n, kConvertGrain, [&](size_t begin, size_t end) {
-    for (size_t i = begin; i < end; i += kLanes) {
-      store_n<S>(dst + i, load_n<F32>(src + i, end - i), end - i);
-    }
+  for_each_vector(n, kConvertGrain, [&](size_t i, size_t left) {
+    store_n<S>(dst + i, load_n<F32>(src + i, left), left);
   });
 }
 
