@@ -206,7 +206,9 @@ int main(int argc, char** argv) {
   app.add_option("--seq", o.seq, "tokens per sequence")->capture_default_str();
   app.add_option("--steps", o.steps, "timed steps (the median is reported)")->capture_default_str();
   app.add_option("--warmup", o.warmup, "untimed steps first")->capture_default_str();
-  app.add_option("--threads", o.threads, "BLAS / torch threads")->capture_default_str();
+  app.add_option("--threads", o.threads, "kernel / torch threads")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
   app.add_option("--dropout", o.dropout, "hidden and attention dropout")->capture_default_str();
   app.add_option("--dtypes", o.dtypes, "kolo storage dtypes to time")->capture_default_str();
   app.add_option("--checkpoint-intervals", o.intervals,

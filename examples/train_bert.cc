@@ -421,15 +421,16 @@ int main(int argc, char** argv) {
   app.add_option("--save-every", args.save_every,
                  "checkpoint every K optimizer steps (0: only "
                  "at the end of each phase)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1024));
   app.add_option("--keep", args.keep, "keep the newest K step folders (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1024));
   app.add_option("--resume", args.resume,
                  "continue from a checkpoint: DIR (its latest) or a step folder, at any world "
                  "size and ZeRO stage");
   app.add_option("--load", args.load, "start from these weights (safetensors, Hugging Face names)");
   app.add_option("--threads", args.threads,
-                 "OpenBLAS threads per rank (default: cores / ranks on this host, at least 1)");
+                 "kernel threads per rank (0, the default: cores / ranks on this host, at least 1)")
+      ->check(CLI::Range(0, 1024));
   CLI11_PARSE(app, argc, argv);
   // Rank and size from the launcher (mpirun, kolorun, torchrun-style variables, Slurm); a
   // plain start is a job of one.
