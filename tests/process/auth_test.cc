@@ -16,6 +16,7 @@
 #include "comm/bootstrap/tcp_store.h"
 #include "comm/net/acceptor.h"
 #include "comm/net/auth.h"
+#include "tests/common/scoped_env.h"
 
 namespace kolo {
 namespace {
@@ -23,27 +24,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// Sets an environment variable for one test and restores it afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_.empty())
-      ::unsetenv(name_);
-    else
-      ::setenv(name_, old_.c_str(), 1);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-};
+using testing::ScopedEnv;
 
 std::string error_message(const std::function<void()>& body, ErrorCode expected) {
   try {

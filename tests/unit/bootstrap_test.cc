@@ -23,6 +23,7 @@
 #include "comm/bootstrap/store_protocol.h"
 #include "comm/bootstrap/tcp_store.h"
 #include "comm/net/auth.h"
+#include "tests/common/scoped_env.h"
 #include "tests/unit/expect_error.h"
 
 namespace kolo {
@@ -31,31 +32,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::error_of;
 
-// Sets variables for one test and restores the previous values afterwards.
-class ScopedEnv {
- public:
-  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
-    for (auto [name, value] : vars) {
-      const char* old = std::getenv(name);
-      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-      if (value)
-        ::setenv(name, value, 1);
-      else
-        ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    for (auto& [name, value] : saved_) {
-      if (value)
-        ::setenv(name.c_str(), value->c_str(), 1);
-      else
-        ::unsetenv(name.c_str());
-    }
-  }
-
- private:
-  std::map<std::string, std::optional<std::string>> saved_;
-};
+using testing::ScopedEnv;
 
 // Every launcher variable unset, so each test sets only what it means.
 ScopedEnv clean_launch_env() {

@@ -1,11 +1,11 @@
 // Tests of the reduction kernels: every vector ISA the CPU has must match the scalar reference
-// bit for bit (all dtypes x ops, awkward counts, unaligned buffers, aliasing, NaN), plus
-// the checks of KOLO_REDUCE_ISA. The scalar helpers (fp16 / bf16 conversions,
-// finish_average) are checked in closed form in reduce_scalar_test.cc.
+// bit for bit (all dtypes x ops, awkward counts, unaligned buffers, aliasing, NaN), and
+// set_active_isa switching kernels (KOLO_REDUCE_ISA's checks: reduce_isa_test.cc). The scalar
+// helpers (fp16 / bf16 conversions, finish_average) are checked in closed form in
+// reduce_scalar_test.cc.
 #include "comm/reduce/reduce.h"
 #include "comm/base/convert.h"
 
-#include <cpuid.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,6 +23,7 @@
 #include "comm/base/error.h"
 #include "comm/base/reduce_op.h"
 #include "tests/unit/reduce_bytes.h"
+#include "tests/unit/reduce_cpu.h"
 
 namespace kolo::reduce {
 namespace {
@@ -36,20 +36,6 @@ constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
 // Around the vector widths (8, 16, 32, 64 elements) and their 4x unrolled blocks.
 constexpr size_t kCounts[] = {0, 1, 7, 15, 16, 17, 31, 33, 1000, 4099};
 constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512};
-
-// The CPU's ISA level, found independently of reduce.cc so a detection bug cannot quietly make
-// these tests skip the vector kernels.
-Isa cpu_isa() {
-  __builtin_cpu_init();
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
-  if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-    return Isa::kAvx512;
-  }
-  return avx2 ? Isa::kAvx2 : Isa::kScalar;
-}
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> isas;
@@ -251,16 +237,6 @@ Bytes combine_shifted(Isa isa, const Inputs& in, size_t count, DType dtype, Redu
   std::copy(in.b.begin(), in.b.end(), b.begin() + static_cast<ptrdiff_t>(offset));
   combine_with(isa, out.data() + offset, a.data() + offset, b.data() + offset, count, dtype, op);
   return Bytes(out.begin() + static_cast<ptrdiff_t>(offset), out.end());
-}
-
-TEST(ReduceIsa, NamesAndDetection) {
-  EXPECT_STREQ(isa_name(Isa::kScalar), "scalar");
-  EXPECT_STREQ(isa_name(Isa::kAvx2), "avx2");
-  EXPECT_STREQ(isa_name(Isa::kAvx512), "avx512");
-  if (std::getenv("KOLO_REDUCE_ISA") == nullptr) {
-    EXPECT_EQ(best_isa(), cpu_isa());
-  }
-  std::printf("CPU reduce ISA: %s\n", isa_name(cpu_isa()));
 }
 
 TEST(ReduceKernels, EveryIsaMatchesScalarBitForBit) {
@@ -524,70 +500,6 @@ TEST(ReduceKernels, BFloat16SumTiesRoundToEven) {
       for (size_t i = 0; i < kCount; ++i) {
         ASSERT_EQ(read<uint16_t>(out, i), c.want) << isa_name(isa);
       }
-    }
-  }
-}
-
-// Sets (or unsets) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value != nullptr) {
-      ::setenv(name, value, 1);
-    } else {
-      ::unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
-TEST(ReduceIsa, EnvironmentVariableMayOnlyLower) {
-  {
-    ScopedEnv env("KOLO_REDUCE_ISA", nullptr);
-    EXPECT_EQ(best_isa(), cpu_isa());
-  }
-  {
-    ScopedEnv env("KOLO_REDUCE_ISA", "scalar");
-    EXPECT_EQ(best_isa(), Isa::kScalar);
-  }
-  if (cpu_isa() != Isa::kScalar) {
-    ScopedEnv env("KOLO_REDUCE_ISA", "AVX2");
-    EXPECT_EQ(best_isa(), Isa::kAvx2);
-  }
-  {
-    ScopedEnv env("KOLO_REDUCE_ISA", "sse9");
-    try {
-      best_isa();
-      FAIL() << "expected kolo::Error";
-    } catch (const Error& error) {
-      EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
-      const std::string message = error.what();
-      EXPECT_NE(message.find("KOLO_REDUCE_ISA"), std::string::npos) << message;
-      EXPECT_NE(message.find("sse9"), std::string::npos) << message;
-      EXPECT_NE(message.find("scalar, avx2, avx512"), std::string::npos) << message;
-    }
-  }
-  if (cpu_isa() != Isa::kAvx512) {
-    ScopedEnv env("KOLO_REDUCE_ISA", "avx512");
-    try {
-      best_isa();
-      FAIL() << "expected kolo::Error";
-    } catch (const Error& error) {
-      EXPECT_EQ(error.code(), ErrorCode::kInvalidArgument);
-      EXPECT_NE(std::string(error.what()).find("KOLO_REDUCE_ISA"), std::string::npos);
     }
   }
 }
