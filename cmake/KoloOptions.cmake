@@ -115,6 +115,13 @@ if(KOLO_HAVE_CUDA)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   find_package(CUDAToolkit REQUIRED)
 endif()
+# nvcc's own warnings and the host compiler's (through -Xcompiler) for a target's .cu files,
+# errors under KOLO_WERROR; relaxed constexpr lets device code call constexpr host helpers.
+function(kolo_cuda_options target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra --expt-relaxed-constexpr>
+    $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${KOLO_WERROR}>>:-Werror=all-warnings>)
+endfunction()
 
 # Planned back ends with nothing behind them yet: asking for one is refused rather than
 # accepted and ignored (the NCCL path is a later part of the GPU issue).

@@ -4,6 +4,8 @@
 # packages the CMake build needs), runs the device tests and benchmarks, and prints a summary.
 # It takes about a minute on an H200 (budget: 8 minutes).
 #   bash scripts/gpu_check.sh [OUT_DIR]        (default build-gpu/)
+# With build-gpu-bundle/ present (scripts/gpu_bundle.sh, carried from a CMake build; GPU_BUNDLE
+# names another folder) it also runs the trainer's CUDA backend tests.
 # Environment: NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc), KOLO_CUDA_ARCH
 # (default 90: H100/H200), CXX (default g++).
 set -euo pipefail
@@ -39,7 +41,18 @@ nvidia-smi -L || true
 status=0
 "$out/kolo_gpu_tests" | tee "$out/tests.log" || status=1
 "$out/device_pack_bw" --mib 256 --iters 20 | tee "$out/pack_bw.log" || status=1
+# The trainer's CUDA backend against the CPU one: built by the CMake build, carried here by
+# scripts/gpu_bundle.sh (the device image lacks OpenBLAS and the other Debian packages).
+bundle=${GPU_BUNDLE:-build-gpu-bundle}
+if [[ -x $bundle/kolo_gpu_trainer_tests ]]; then
+  cuda_lib=$(dirname "$(dirname "$nvcc")")/lib64
+  LD_LIBRARY_PATH=$bundle/lib:$cuda_lib:${LD_LIBRARY_PATH:-} "$bundle/kolo_gpu_trainer_tests" |
+    tee "$out/trainer_tests.log" || status=1
+else
+  echo "kolo_gpu_trainer_tests: not run (no $bundle: run scripts/gpu_bundle.sh where the CMake build is and carry it)" >"$out/trainer_tests.log"
+fi
 echo "== gpu_check summary ($(( $(date +%s) - start )) s)"
 grep -h "^kolo_gpu_tests:" "$out/tests.log" || echo "kolo_gpu_tests: no result"
 grep -h "^device_pack:" "$out/pack_bw.log" || echo "device_pack: no result"
+grep -h "^kolo_gpu_trainer_tests:\|^bert-tiny" "$out/trainer_tests.log" || echo "kolo_gpu_trainer_tests: no result"
 exit $status

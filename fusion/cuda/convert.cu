@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "comm/base/error.h"
+#include "fusion/cuda/codec.cuh"
 #include "fusion/cuda/convert.h"
 
 namespace kolo::fusion::cuda {
@@ -18,31 +19,6 @@ namespace {
 struct SpanTable {
   Span spans[kMaxSpansPerLaunch];
 };
-
-__device__ inline float to_float(float v) {
-  return v;
-}
-__device__ inline float to_float(__half v) {
-  return __half2float(v);
-}
-__device__ inline float to_float(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-
-template <typename T>
-__device__ inline T from_float(float v);
-template <>
-__device__ inline float from_float<float>(float v) {
-  return v;
-}
-template <>
-__device__ inline __half from_float<__half>(float v) {
-  return __float2half_rn(v);
-}
-template <>
-__device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
 
 // Scale 1 never multiplies (a multiply would quieten a signalling NaN), as on the host.
 __device__ inline float scaled(float v, float scale) {

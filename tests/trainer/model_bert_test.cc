@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/base/error.h"
+#include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/model/bert.h"
 
 namespace kolo::trainer {
@@ -182,6 +183,54 @@ TEST(ModelBert, CheckpointingGivesBitIdenticalGradientsInLessMemory) {
   }
   Bert m(cpu_backend(), c, DType::kFloat32, 2, 8, 4);
   EXPECT_THROW(m.set_checkpoint_interval(-1), Error);
+}
+
+// The CPU kernels behind a backend that calls itself a device: the model must reach its buffers
+// only through copy_from_host / copy_to_host, as it does with the CUDA backend.
+class DeviceLikeCpu final : public CpuBackend {
+ public:
+  Device device() const override { return Device::kCuda; }
+  const char* name() const override { return "device-like cpu"; }
+  void copy_from_host(void* dst, const void* src, size_t bytes) override {
+    ++copies;
+    CpuBackend::copy_from_host(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    ++copies;
+    CpuBackend::copy_to_host(dst, src, bytes);
+  }
+  int copies = 0;
+};
+
+TEST(ModelBert, DeviceBuffersGoThroughHostCopies) {
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("kolo_bert_device_" + std::to_string(::getpid()) + ".safetensors"))
+                         .string();
+  cpu_backend();  // the kernels' one-time setup
+  DeviceLikeCpu device;
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    BertConfig c = small_config(0.1f);
+    TokenBatch b = test_batch(c);
+    Bert host(cpu_backend(), c, dt, 2, 8, /*seed=*/1);
+    Bert dev(device, c, dt, 2, 8, /*seed=*/1);
+    EXPECT_GT(device.copies, 0);  // initial weights uploaded
+    ASSERT_EQ(std::memcmp(host.params(), dev.params(), host.param_bytes()), 0) << dtype_name(dt);
+    host.set_dropout_seed(5);
+    dev.set_dropout_seed(5);
+    const float loss = host.forward(b);
+    EXPECT_EQ(dev.forward(b), loss);
+    EXPECT_EQ(dev.logits(), host.logits());
+    EXPECT_EQ(dev.predictions(), host.predictions());
+    EXPECT_EQ(dev.mlm_correct(), host.mlm_correct());
+    // save -> load round trip through host copies.
+    const int before = device.copies;
+    dev.save(path);
+    Bert other(device, c, dt, 2, 8, /*seed=*/2);
+    other.load(path);
+    EXPECT_GT(device.copies, before);
+    EXPECT_EQ(std::memcmp(other.params(), host.params(), host.param_bytes()), 0) << dtype_name(dt);
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(ModelBert, ArenaGrowsForLargerBatchesAndInputsAreChecked) {

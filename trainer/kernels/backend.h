@@ -11,13 +11,15 @@
 
 namespace kolo::trainer {
 
-// Where a Backend's buffers live. Only kCpu has a backend today (cpu_backend()); kCuda names
-// the CUDA backend to come (kernels/cuda/, not built yet). Nothing selects a device by name:
-// no config key, flag or factory takes one, so kCuda cannot be asked for; code that needs host
-// memory checks device() == kCpu and refuses others with a kolo::Error (Model::save/load).
+// Where a Backend's buffers live: kCpu (cpu_backend()) or kCuda (cuda_backend() in
+// kernels/cuda/cuda_backend.h, in builds with CUDA). Host code reaches a backend's buffers only
+// through copy_from_host / copy_to_host.
 enum class Device : uint8_t { kCpu, kCuda };
 
 // Conventions shared by every kernel:
+// - Every buffer argument is the backend's memory (alloc()), except the integer index arrays
+//   (ids, type_ids, mask, targets) and argmax_rows' output, which are host memory on every
+//   backend: they come from the data pipeline, and a device backend copies them in itself.
 // - Tensors are row-major and contiguous. "T" is the number of rows (tokens or samples).
 // - `dt` is the storage dtype of every floating-point buffer passed to the call, except the
 //   ones documented as float (saved statistics, losses), which are always fp32.
@@ -41,6 +43,9 @@ class Backend {
   // and whole pages inside it go back to the system until written again (ZeRO keeps only a
   // rank's shard of a buffer resident this way).
   virtual void discard(void* ptr, size_t bytes) = 0;
+  // bytes between host memory and an alloc() buffer; both return once the copy is done.
+  virtual void copy_from_host(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   // dst (dst_dt) = src (src_dt) * scale, n elements; dst and src may be the same buffer only
   // when the dtypes have the same size.
   virtual void convert(void* dst, DType dst_dt, const void* src, DType src_dt, size_t n,

@@ -117,7 +117,7 @@ void Bert::init_weights(uint64_t seed) {
       InitRng rng(seed, p.name);
       for (float& v : values) v = config_.init_std * rng.normal();
     }
-    backend().convert(param(p.name), dtype(), values.data(), DType::kFloat32, p.numel);
+    write_floats(param(p.name), values.data(), p.numel);
   }
 }
 

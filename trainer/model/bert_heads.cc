@@ -3,7 +3,6 @@
 // back the same way, so the MLM head runs on the masked rows only.
 //   MLM:            dense -> gelu -> LayerNorm -> decoder (word embeddings^T) + bias -> CE
 //   classification: pooler dense -> tanh -> dropout -> classifier -> CE
-#include "comm/base/convert.h"
 #include "comm/base/error.h"
 #include "trainer/metrics/classification.h"
 #include "trainer/model/bert_internal.h"
@@ -28,11 +27,9 @@ float Bert::mlm_forward() {
   k.linear_forward(a.m_logits, a.m_v, W(emb_word_), W(mlm_bias_), M, C, V, dt);  // tied decoder
   float loss = k.cross_entropy_forward(a.m_losses, a.m_logits, masked_labels_.data(), M, V,
                                        kIgnoreIndex, dt);
-  if (backend().device() == Device::kCpu) {
-    std::vector<int32_t> pred(M);
-    k.argmax_rows(pred.data(), a.m_logits, M, V, dt);
-    for (int i = 0; i < M; ++i) mlm_correct_ += pred[i] == masked_labels_[i];
-  }
+  std::vector<int32_t> pred(M);
+  k.argmax_rows(pred.data(), a.m_logits, M, V, dt);
+  for (int i = 0; i < M; ++i) mlm_correct_ += pred[i] == masked_labels_[i];
   return loss;
 }
 
@@ -109,16 +106,12 @@ void Bert::cls_backward(float dloss) {
 std::vector<float> Bert::logits() const {
   KOLO_CHECK_ARG(config_.num_labels > 0 && has_cls_,
                  "Bert::logits: the last forward ran no classification head");
-  check_host_memory("Bert::logits");
-  std::vector<float> out(size_t(B_) * config_.num_labels);
-  kolo::convert(out.data(), DType::kFloat32, acts_->c_logits, dtype(), out.size());
-  return out;
+  return read_floats(acts_->c_logits, size_t(B_) * config_.num_labels);
 }
 
 std::vector<int32_t> Bert::predictions() const {
   KOLO_CHECK_ARG(config_.num_labels > 0 && has_cls_,
                  "Bert::predictions: the last forward ran no classification head");
-  check_host_memory("Bert::predictions");
   std::vector<int32_t> pred(B_);
   backend().argmax_rows(pred.data(), acts_->c_logits, B_, config_.num_labels, dtype());
   return pred;

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <string>
 
-#include "comm/base/convert.h"
 #include "comm/base/error.h"
 #include "trainer/metrics/classification.h"
 
@@ -114,7 +113,7 @@ float Mlp::forward(const FeatureBatch& batch) {
   plan(B_);
   Backend& k = backend();
   const DType dt = dtype();
-  k.convert(input_, dt, batch.inputs.data(), DType::kFloat32, batch.inputs.size());
+  write_floats(input_, batch.inputs.data(), batch.inputs.size());
   const void* x = input_;
   for (int i = 0; i < n; ++i) {
     const ParamsInUse in_use = use_params("layers." + std::to_string(i) + ".");
@@ -154,15 +153,11 @@ void Mlp::backward(float dloss) {
 
 std::vector<float> Mlp::logits() const {
   KOLO_CHECK_ARG(forwarded_, "Mlp::logits called before forward");
-  check_host_memory("Mlp::logits");
-  std::vector<float> out(size_t(B_) * num_classes());
-  kolo::convert(out.data(), DType::kFloat32, z_.back(), dtype(), out.size());
-  return out;
+  return read_floats(z_.back(), size_t(B_) * num_classes());
 }
 
 std::vector<int32_t> Mlp::predictions() const {
   KOLO_CHECK_ARG(forwarded_, "Mlp::predictions called before forward");
-  check_host_memory("Mlp::predictions");
   std::vector<int32_t> pred(B_);
   backend().argmax_rows(pred.data(), z_.back(), B_, num_classes(), dtype());
   return pred;

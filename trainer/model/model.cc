@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "comm/base/convert.h"
 #include "comm/base/error.h"
 
 namespace kolo::trainer {
@@ -54,27 +55,53 @@ void Model::zero_grad() {
   backend_.zero(grads_, buffer_bytes());
 }
 
-void Model::check_host_memory(const char* what) const {
-  // Weights move between files and the buffers through host memory; a device backend will
-  // need a staging copy here.
-  KOLO_CHECK_ARG(backend_.device() == Device::kCpu, what, " needs host-visible buffers; backend ",
-                 backend_.name(), " is not supported yet");
-}
-
 void Model::save(const std::string& path, const std::map<std::string, std::string>& metadata,
                  std::string* sha256) const {
-  check_host_memory("Model::save");
-  save_layout(path, layout_, params_, dtype_, metadata, sha256);
+  if (backend_.device() == Device::kCpu) {
+    save_layout(path, layout_, params_, dtype_, metadata, sha256);
+    return;
+  }
+  // Device weights are written from a host copy.
+  std::vector<char> host(param_bytes());
+  backend_.copy_to_host(host.data(), params_, host.size());
+  save_layout(path, layout_, host.data(), dtype_, metadata, sha256);
 }
 
 LoadReport Model::load(const std::string& path, bool strict) {
-  check_host_memory("Model::load");
-  return load_layout(path, layout_, params_, dtype_, strict);
+  if (backend_.device() == Device::kCpu) return load_layout(path, layout_, params_, dtype_, strict);
+  // Into a host copy of the current weights (tensors a non-strict load skips keep theirs).
+  std::vector<char> host(param_bytes());
+  backend_.copy_to_host(host.data(), params_, host.size());
+  LoadReport report = load_layout(path, layout_, host.data(), dtype_, strict);
+  backend_.copy_from_host(params_, host.data(), host.size());
+  return report;
 }
 
 void Model::upload_params(const std::vector<float>& values) {
   KOLO_ASSERT(values.size() == layout_.total());
-  backend_.convert(params_, dtype_, values.data(), DType::kFloat32, values.size());
+  write_floats(params_, values.data(), values.size());
+}
+
+void Model::write_floats(void* dst, const float* values, size_t n) {
+  if (backend_.device() == Device::kCpu) {
+    backend_.convert(dst, dtype_, values, DType::kFloat32, n);
+    return;
+  }
+  std::vector<char> host(n * dtype_size(dtype_));
+  kolo::convert(host.data(), dtype_, values, DType::kFloat32, n);
+  backend_.copy_from_host(dst, host.data(), host.size());
+}
+
+std::vector<float> Model::read_floats(const void* src, size_t n) const {
+  std::vector<float> out(n);
+  if (backend_.device() == Device::kCpu) {
+    kolo::convert(out.data(), DType::kFloat32, src, dtype_, n);
+    return out;
+  }
+  std::vector<char> host(n * dtype_size(dtype_));
+  backend_.copy_to_host(host.data(), src, host.size());
+  kolo::convert(out.data(), DType::kFloat32, host.data(), dtype_, n);
+  return out;
 }
 
 void Model::release_arena() {

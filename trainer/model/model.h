@@ -76,6 +76,9 @@ class Model {
 
   // Copies host fp32 values (layout().total() of them) into params(), converting.
   void upload_params(const std::vector<float>& values);
+  // n host fp32 values into a buffer of the backend in the storage dtype, and back.
+  void write_floats(void* dst, const float* values, size_t n);
+  std::vector<float> read_floats(const void* src, size_t n) const;
   // A pointer `elements` storage-dtype elements into a flat buffer.
   void* at(void* base, size_t elements) const {
     return static_cast<char*>(base) + elements * dtype_size(dtype_);
@@ -102,7 +105,6 @@ class Model {
   // Returns an arena of at least `bytes` (grown, contents lost, when smaller).
   char* ensure_arena(size_t bytes);
   void release_arena();
-  void check_host_memory(const char* what) const;
 
  private:
   Backend& backend_;

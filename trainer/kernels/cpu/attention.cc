@@ -7,6 +7,7 @@
 // offset) and needs the undropped probabilities for the softmax gradient anyway.
 #include <cmath>
 
+#include "trainer/kernels/checks.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/gemm.h"
 #include "trainer/kernels/cpu/philox8.h"
@@ -25,11 +26,8 @@ struct AttnShape {
   size_t square() const { return static_cast<size_t>(S) * S; }
 };
 
-AttnShape check_attention(const char* kernel, int B, int S, int C, int NH, float p) {
-  KOLO_CHECK_ARG(B >= 0 && S >= 1 && NH >= 1 && C >= NH && C % NH == 0, kernel,
-                 ": sizes must be B >= 0, S >= 1, NH >= 1 and C a multiple of NH; got B=", B,
-                 " S=", S, " C=", C, " NH=", NH);
-  KOLO_CHECK_ARG(p >= 0.0f && p < 1.0f, kernel, ": dropout probability must be in [0, 1), got ", p);
+AttnShape attention_shape(const char* kernel, int B, int S, int C, int NH, float p) {
+  check_attention(kernel, B, S, C, NH, p);
   return {B, S, C, NH, C / NH};
 }
 
@@ -247,7 +245,7 @@ using namespace cpu;
 void CpuBackend::attention_forward(void* out, void* probs, const void* qkv, const int32_t* mask,
                                    int B, int S, int C, int NH, float dropout_p, uint64_t seed,
                                    uint64_t offset, DType dt) {
-  const AttnShape sh = check_attention("attention_forward", B, S, C, NH, dropout_p);
+  const AttnShape sh = attention_shape("attention_forward", B, S, C, NH, dropout_p);
   dispatch(dt, "attention_forward", [&](auto s) {
     attention_forward_kernel<decltype(s)>(out, probs, qkv, mask, sh, {dropout_p, seed, offset});
   });
@@ -258,7 +256,7 @@ void CpuBackend::attention_backward(void* dqkv, const void* dout, const void* qk
                                     int NH, float dropout_p, uint64_t seed, uint64_t offset,
                                     DType dt) {
   // The mask only tells where trailing padding starts: probs already hold its zeros.
-  const AttnShape sh = check_attention("attention_backward", B, S, C, NH, dropout_p);
+  const AttnShape sh = attention_shape("attention_backward", B, S, C, NH, dropout_p);
   dispatch(dt, "attention_backward", [&](auto s) {
     attention_backward_kernel<decltype(s)>(dqkv, dout, qkv, probs, mask, sh,
                                            {dropout_p, seed, offset});

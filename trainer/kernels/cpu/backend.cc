@@ -181,6 +181,14 @@ void CpuBackend::zero(void* ptr, size_t bytes) {
   });
 }
 
+void CpuBackend::copy_from_host(void* dst, const void* host_src, size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, host_src, bytes);
+}
+
+void CpuBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  if (bytes > 0) std::memcpy(host_dst, src, bytes);
+}
+
 void CpuBackend::convert(void* dst, DType dst_dt, const void* src, DType src_dt, size_t n,
                          float scale) {
   // Host memory, so the one conversion module does it (vectorised, same rounding as the codecs

@@ -16,7 +16,7 @@ namespace kolo::trainer {
 void set_num_threads(int n);
 int num_threads();
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   Device device() const override { return Device::kCpu; }
   const char* name() const override { return "cpu"; }
@@ -25,6 +25,8 @@ class CpuBackend final : public Backend {
   void free(void* ptr) override;
   void zero(void* ptr, size_t bytes) override;
   void discard(void* ptr, size_t bytes) override;
+  void copy_from_host(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void convert(void* dst, DType dst_dt, const void* src, DType src_dt, size_t n,
                float scale) override;
 

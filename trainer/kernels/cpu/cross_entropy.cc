@@ -5,6 +5,7 @@
 // are split across the kernel pool; the loss is summed over rows in order, at any thread count.
 #include <cmath>
 
+#include "trainer/kernels/checks.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/parallel.h"
 #include "trainer/kernels/cpu/vec.h"
@@ -61,19 +62,6 @@ int32_t row_argmax(const typename S::T* x, size_t V) {
   return 0;
 }
 
-void check_cross_entropy(const char* kernel, int N, int V) {
-  KOLO_CHECK_ARG(N >= 0 && V >= 1, kernel, ": sizes must be N >= 0, V >= 1; got N=", N, " V=", V);
-}
-
-// Whether row n counts; a target outside [0, V) that is not ignore_index is an error.
-bool counts(const char* kernel, const int32_t* targets, int n, int V, int ignore_index) {
-  const int32_t t = targets[n];
-  if (t == ignore_index) return false;
-  KOLO_CHECK_ARG(t >= 0 && t < V, kernel, ": target ", t, " of row ", n, " is outside [0, ", V,
-                 ") and is not ignore_index ", ignore_index);
-  return true;
-}
-
 template <typename S>
 float cross_entropy_forward_kernel(float* losses, const typename S::T* logits,
                                    const int32_t* targets, int N, int V, int ignore_index) {
@@ -82,7 +70,7 @@ float cross_entropy_forward_kernel(float* losses, const typename S::T* logits,
     for (size_t n = first; n < last; ++n) {
       const auto* x = logits + n * V;
       row_loss[n] = 0.0f;
-      if (counts("cross_entropy_forward", targets, static_cast<int>(n), V, ignore_index)) {
+      if (target_counts("cross_entropy_forward", targets, static_cast<int>(n), V, ignore_index)) {
         const RowStats st = row_stats<S>(x, V);
         row_loss[n] = std::log(st.sum) + st.max - S::load1(x + targets[n]);
       }
@@ -106,7 +94,7 @@ void cross_entropy_backward_kernel(typename S::T* dlogits, const typename S::T* 
                                    float dloss) {
   int counted = 0;
   for (int n = 0; n < N; ++n)
-    counted += counts("cross_entropy_backward", targets, n, V, ignore_index);
+    counted += target_counts("cross_entropy_backward", targets, n, V, ignore_index);
   const float row_scale = counted == 0 ? 0.0f : dloss / counted;
   const size_t v = V;
   parallel_for(N, 1, [&](size_t first, size_t last) {

@@ -3,6 +3,7 @@
 // the forward and the backward (or a recompute) see the same mask without storing it.
 #include <cmath>
 
+#include "trainer/kernels/checks.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/parallel.h"
 #include "trainer/kernels/cpu/philox8.h"
@@ -42,10 +43,6 @@ inline __m256 tanh8(__m256 x) {
   _mm256_store_ps(v, x);
   for (float& e : v) e = std::tanh(e);
   return _mm256_load_ps(v);
-}
-
-void check_probability(const char* kernel, float p) {
-  KOLO_CHECK_ARG(p >= 0.0f && p < 1.0f, kernel, ": dropout probability must be in [0, 1), got ", p);
 }
 
 // out = in * keep / (1 - p), the uniforms generated a chunk at a time into scratch.
@@ -128,14 +125,14 @@ void CpuBackend::add(void* out, const void* a, const void* b, size_t n, DType dt
 
 void CpuBackend::dropout_forward(void* out, const void* in, size_t n, float p, uint64_t seed,
                                  uint64_t offset, DType dt) {
-  check_probability("dropout_forward", p);
+  check_dropout_p("dropout_forward", p);
   dispatch(dt, "dropout_forward",
            [&](auto s) { dropout_kernel<decltype(s)>(out, in, n, p, seed, offset); });
 }
 
 void CpuBackend::dropout_backward(void* dx, const void* dout, size_t n, float p, uint64_t seed,
                                   uint64_t offset, DType dt) {
-  check_probability("dropout_backward", p);
+  check_dropout_p("dropout_backward", p);
   dispatch(dt, "dropout_backward",
            [&](auto s) { dropout_kernel<decltype(s)>(dx, dout, n, p, seed, offset); });
 }

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainer/kernels/checks.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/parallel.h"
 #include "trainer/kernels/cpu/vec.h"
@@ -13,17 +14,6 @@
 namespace kolo::trainer {
 namespace cpu {
 namespace {
-
-void check_embed(const char* kernel, const int32_t* ids, int B, int S, int C) {
-  KOLO_CHECK_ARG(B >= 0 && S >= 0 && C >= 1, kernel,
-                 ": sizes must be B >= 0, S >= 0, C >= 1; got B=", B, " S=", S, " C=", C);
-  KOLO_CHECK_ARG(ids != nullptr || B * S == 0, kernel, ": ids is null");
-}
-
-int32_t check_id(const char* kernel, const char* what, int32_t id, size_t token) {
-  KOLO_CHECK_ARG(id >= 0, kernel, ": ", what, " at token ", token, " is ", id, " (must be >= 0)");
-  return id;
-}
 
 template <typename S>
 void embed_forward_kernel(typename S::T* out, const int32_t* ids, const int32_t* type_ids,

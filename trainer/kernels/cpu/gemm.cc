@@ -3,6 +3,7 @@
 // weight gradients accumulate in fp32 (dw widened, sgemm with beta = 1, rounded back).
 #include <cblas.h>
 
+#include "trainer/kernels/checks.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/gemm.h"
 #include "trainer/kernels/cpu/vec.h"
@@ -14,8 +15,11 @@ namespace {
 
 // Products smaller than this (M N K) run on one thread: the split would cost more than it saves.
 constexpr double kSplitWork = 4.0 * 1024 * 1024;
-// Block boundaries of the split, a multiple of OpenBLAS's register tiles.
-constexpr size_t kSplitGrain = 64;
+// Row-block boundaries of the split: a multiple of OpenBLAS's register tiles along the rows of
+// C, so a block gives the bits the whole product gives. Debian's OpenBLAS tiles rows by 24 on
+// the Haswell kernels it picks on AMD Zen 5 (a block of 64 rows changes the last bits there)
+// and by a divisor of 64 on the machines before: 192 is a multiple of both.
+constexpr size_t kSplitGrain = 192;
 
 void blas(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
@@ -30,27 +34,18 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
   if (M == 0 || N == 0) return;
   if (pool_threads() == 1 || double(M) * N * K < kSplitWork) {
     blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  } else if (M >= N) {
+  } else {
     // Rows [r0, r1) of C take rows r0.. of op(A): row r of A, or column r of a transposed A.
+    // Never columns: a column block of OpenBLAS's product differs in the last bits from the
+    // same columns of the whole (seen on AMD Zen 5), so a thin product runs whole.
     parallel_for(M, kSplitGrain, [&](size_t r0, size_t r1) {
       const float* a = trans_a ? A + r0 : A + r0 * lda;
       blas(trans_a, trans_b, int(r1 - r0), N, K, alpha, a, lda, B, ldb, beta, C + r0 * ldc, ldc);
-    });
-  } else {
-    // Columns [c0, c1) of C take columns c0.. of op(B): column c of B, or row c of a transposed B.
-    parallel_for(N, kSplitGrain, [&](size_t c0, size_t c1) {
-      const float* b = trans_b ? B + c0 * ldb : B + c0;
-      blas(trans_a, trans_b, M, int(c1 - c0), K, alpha, A, lda, b, ldb, beta, C + c0, ldc);
     });
   }
 }
 
 namespace {
-
-void check_linear(const char* kernel, int T, int K, int N) {
-  KOLO_CHECK_ARG(T >= 0 && K >= 1 && N >= 1, kernel,
-                 ": sizes must be T >= 0, K >= 1, N >= 1; got T=", T, " K=", K, " N=", N);
-}
 
 // y[T,N] = x . w^T + b. The bias is written first and the product added with beta = 1: a
 // zero-beta sgemm would spend the same pass clearing y.

@@ -5,6 +5,7 @@
 // once.
 #include <cmath>
 
+#include "trainer/kernels/checks.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/parallel.h"
 #include "trainer/kernels/cpu/vec.h"
@@ -14,10 +15,6 @@ namespace cpu {
 namespace {
 
 constexpr size_t kRows = 64;
-
-void check_layernorm(const char* kernel, int T, int C) {
-  KOLO_CHECK_ARG(T >= 0 && C >= 1, kernel, ": sizes must be T >= 0, C >= 1; got T=", T, " C=", C);
-}
 
 template <typename S>
 void layernorm_forward_kernel(typename S::T* out, float* mean, float* rstd, const typename S::T* x,

@@ -1,10 +1,18 @@
 // Counter-based random numbers (Philox4x32-10, Salmon et al., SC'11): the value for counter c
 // depends only on (seed, c), so dropout masks and data shuffles can be regenerated anywhere
-// without storing them. Portable scalar code: data pipelines include this header too.
+// without storing them. Portable scalar code: data pipelines include this header too, and the
+// CUDA kernels (kernels/cuda/) call the same functions on the device, so both backends draw
+// identical masks.
 #pragma once
 
 #include <array>
 #include <cstdint>
+
+#ifdef __CUDACC__
+#define KOLO_RNG_FN __host__ __device__ inline
+#else
+#define KOLO_RNG_FN inline
+#endif
 
 namespace kolo::trainer::rng {
 
@@ -15,8 +23,8 @@ inline constexpr uint32_t kPhiloxW1 = 0xBB67AE85u;
 inline constexpr int kPhiloxRounds = 10;
 
 // One Philox4x32-10 block: four 32-bit outputs for a 128-bit counter and a 64-bit key.
-inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> ctr,
-                                          std::array<uint32_t, 2> key) {
+KOLO_RNG_FN std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> ctr,
+                                               std::array<uint32_t, 2> key) {
   for (int round = 0; round < kPhiloxRounds; ++round) {
     const uint64_t p0 = static_cast<uint64_t>(kPhiloxM0) * ctr[0];
     const uint64_t p1 = static_cast<uint64_t>(kPhiloxM1) * ctr[2];
@@ -30,7 +38,7 @@ inline std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> ctr,
 
 // The 32 random bits of stream position `index` under `seed`: position i is output i % 4 of
 // the block whose counter is i / 4, so four consecutive positions share one Philox call.
-inline uint32_t bits(uint64_t seed, uint64_t index) {
+KOLO_RNG_FN uint32_t bits(uint64_t seed, uint64_t index) {
   const uint64_t block = index >> 2;
   const auto out =
       philox4x32({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0, 0},
@@ -39,10 +47,10 @@ inline uint32_t bits(uint64_t seed, uint64_t index) {
 }
 
 // Uniform in [0, 1) with 24 random bits (exactly representable in float).
-inline float bits_to_uniform(uint32_t x) {
+KOLO_RNG_FN float bits_to_uniform(uint32_t x) {
   return static_cast<float>(x >> 8) * (1.0f / 16777216.0f);
 }
-inline float uniform(uint64_t seed, uint64_t index) {
+KOLO_RNG_FN float uniform(uint64_t seed, uint64_t index) {
   return bits_to_uniform(bits(seed, index));
 }
 
