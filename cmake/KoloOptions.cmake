@@ -123,14 +123,17 @@ function(kolo_cuda_options target)
     $<$<AND:$<COMPILE_LANGUAGE:CUDA>,$<BOOL:${KOLO_WERROR}>>:-Werror=all-warnings>)
 endfunction()
 
-# Planned back ends with nothing behind them yet: asking for one is refused rather than
-# accepted and ignored (the NCCL path is a later part of the GPU issue).
-foreach(planned NCCL)
-  if(DEFINED KOLO_WITH_${planned} AND NOT KOLO_WITH_${planned} MATCHES "^(OFF|AUTO|)$")
-    message(FATAL_ERROR "KOLO_WITH_${planned}=${KOLO_WITH_${planned}}: this version of kolo has "
-                        "no ${planned} support yet; accepted: OFF")
+# NCCL: the device collectives (comm/nccl), looked for beside the CUDA toolkit (nccl.h and
+# libnccl in its folders here) when CUDA is on.
+set(KOLO_NCCL_FOUND OFF)
+if(KOLO_HAVE_CUDA)
+  find_path(KOLO_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(KOLO_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  if(KOLO_NCCL_INCLUDE_DIR AND KOLO_NCCL_LIBRARY)
+    set(KOLO_NCCL_FOUND ON)
   endif()
-endforeach()
+endif()
+kolo_dependency(NCCL KOLO_NCCL_FOUND)
 
 if(KOLO_SANITIZE)
   if(NOT KOLO_SANITIZE MATCHES "^(address|undefined|thread)$")

@@ -5,7 +5,7 @@
 # It takes about a minute on an H200 (budget: 8 minutes).
 #   bash scripts/gpu_check.sh [OUT_DIR]        (default build-gpu/)
 # With build-gpu-bundle/ present (scripts/gpu_bundle.sh, carried from a CMake build; GPU_BUNDLE
-# names another folder) it also runs the trainer's CUDA backend tests.
+# names another folder) it also runs the trainer's CUDA backend tests and the NCCL communicator's.
 # Environment: NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc), KOLO_CUDA_ARCH
 # (default 90: H100/H200), CXX (default g++).
 set -euo pipefail
@@ -44,15 +44,18 @@ status=0
 # The trainer's CUDA backend against the CPU one: built by the CMake build, carried here by
 # scripts/gpu_bundle.sh (the device image lacks OpenBLAS and the other Debian packages).
 bundle=${GPU_BUNDLE:-build-gpu-bundle}
-if [[ -x $bundle/kolo_gpu_trainer_tests ]]; then
-  cuda_lib=$(dirname "$(dirname "$nvcc")")/lib64
-  LD_LIBRARY_PATH=$bundle/lib:$cuda_lib:${LD_LIBRARY_PATH:-} "$bundle/kolo_gpu_trainer_tests" |
-    tee "$out/trainer_tests.log" || status=1
-else
-  echo "kolo_gpu_trainer_tests: not run (no $bundle: run scripts/gpu_bundle.sh where the CMake build is and carry it)" >"$out/trainer_tests.log"
-fi
+cuda_lib=$(dirname "$(dirname "$nvcc")")/lib64
+for name in kolo_gpu_trainer_tests kolo_gpu_nccl_tests; do
+  if [[ -x $bundle/$name ]]; then
+    LD_LIBRARY_PATH=$bundle/lib:$cuda_lib:${LD_LIBRARY_PATH:-} timeout 300 "$bundle/$name" |
+      tee "$out/$name.log" || status=1
+  else
+    echo "$name: not run (no $bundle: run scripts/gpu_bundle.sh where the CMake build is and carry it)" >"$out/$name.log"
+  fi
+done
 echo "== gpu_check summary ($(( $(date +%s) - start )) s)"
 grep -h "^kolo_gpu_tests:" "$out/tests.log" || echo "kolo_gpu_tests: no result"
 grep -h "^device_pack:" "$out/pack_bw.log" || echo "device_pack: no result"
-grep -h "^kolo_gpu_trainer_tests:\|^bert-tiny" "$out/trainer_tests.log" || echo "kolo_gpu_trainer_tests: no result"
+grep -h "^kolo_gpu_trainer_tests:\|^bert-tiny" "$out/kolo_gpu_trainer_tests.log" || echo "kolo_gpu_trainer_tests: no result"
+grep -h "^kolo_gpu_nccl_tests:" "$out/kolo_gpu_nccl_tests.log" || echo "kolo_gpu_nccl_tests: no result"
 exit $status
