@@ -3,6 +3,8 @@
 // weight gradients accumulate in fp32 (dw widened, sgemm with beta = 1, rounded back).
 #include <cblas.h>
 
+#include <string>
+
 #include "trainer/kernels/checks.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/gemm.h"
@@ -15,11 +17,18 @@ namespace {
 
 // Products smaller than this (M N K) run on one thread: the split would cost more than it saves.
 constexpr double kSplitWork = 4.0 * 1024 * 1024;
-// Row-block boundaries of the split: a multiple of OpenBLAS's register tiles along the rows of
-// C, so a block gives the bits the whole product gives. Debian's OpenBLAS tiles rows by 24 on
-// the Haswell kernels it picks on AMD Zen 5 (a block of 64 rows changes the last bits there)
-// and by a divisor of 64 on the machines before: 192 is a multiple of both.
-constexpr size_t kSplitGrain = 192;
+// Row-block boundaries of the split: a multiple of OpenBLAS's register tile along the rows of
+// C, so a block gives the bits the whole product gives (KernelsParallel tests). OpenBLAS's
+// Haswell kernels (also its choice for AMD Zen, Zen 5 included) tile those rows by 24: a
+// 64-row block changed the last bits there, 24, 48, 96 and 192 did not (every transpose,
+// M 200-4096, N 136-256, K 136-4096). The other kernels seen tile by a divisor of 64.
+size_t split_grain() {
+  static const size_t grain = [] {
+    const std::string core = openblas_get_corename();
+    return core == "Haswell" || core == "Zen" ? size_t{48} : size_t{64};
+  }();
+  return grain;
+}
 
 void blas(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
@@ -38,7 +47,7 @@ void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const f
     // Rows [r0, r1) of C take rows r0.. of op(A): row r of A, or column r of a transposed A.
     // Never columns: a column block of OpenBLAS's product differs in the last bits from the
     // same columns of the whole (seen on AMD Zen 5), so a thin product runs whole.
-    parallel_for(M, kSplitGrain, [&](size_t r0, size_t r1) {
+    parallel_for(M, split_grain(), [&](size_t r0, size_t r1) {
       const float* a = trans_a ? A + r0 : A + r0 * lda;
       blas(trans_a, trans_b, int(r1 - r0), N, K, alpha, a, lda, B, ldb, beta, C + r0 * ldc, ldc);
     });
