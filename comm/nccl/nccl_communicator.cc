@@ -90,19 +90,22 @@ void NcclCommunicator::fail(ErrorCode code, const std::string& message) {
              "; the communicator was aborted");
 }
 
+int NcclCommunicator::async_state(const char* what) {
+  ncclResult_t state = ncclSuccess;
+  check_nccl(ncclCommGetAsyncError(as_comm(comm_), &state), "ncclCommGetAsyncError");
+  if (state != ncclSuccess && state != ncclInProgress) {
+    const char* last = ncclGetLastError(as_comm(comm_));
+    fail(state == ncclRemoteError ? ErrorCode::kPeerLost : ErrorCode::kIo,
+         std::string(what) + " failed: " + ncclGetErrorString(state) +
+             (last != nullptr && *last != '\0' ? std::string(" (") + last + ")" : ""));
+  }
+  return state;
+}
+
 void NcclCommunicator::settle(const char* what) {
   const auto deadline = Clock::now() + timeout_;
   int polls = 0;
-  for (;;) {
-    ncclResult_t state = ncclSuccess;
-    check_nccl(ncclCommGetAsyncError(as_comm(comm_), &state), "ncclCommGetAsyncError");
-    if (state == ncclSuccess) return;
-    if (state != ncclInProgress) {
-      const char* last = ncclGetLastError(as_comm(comm_));
-      fail(state == ncclRemoteError ? ErrorCode::kPeerLost : ErrorCode::kIo,
-           std::string(what) + " failed: " + ncclGetErrorString(state) +
-               (last != nullptr && *last != '\0' ? std::string(" (") + last + ")" : ""));
-    }
+  while (async_state(what) == ncclInProgress) {
     if (Clock::now() > deadline) {
       fail(ErrorCode::kTimeout, std::string(what) + " did not finish within " +
                                     std::to_string(timeout_.count()) + " ms");
@@ -191,12 +194,7 @@ void NcclCommunicator::wait(void* stream) {
     if (done != cudaErrorNotReady) {
       fail(ErrorCode::kIo, std::string("the stream failed: ") + cudaGetErrorString(done));
     }
-    ncclResult_t state = ncclSuccess;
-    ncclCommGetAsyncError(as_comm(comm_), &state);
-    if (state != ncclSuccess && state != ncclInProgress) {
-      fail(state == ncclRemoteError ? ErrorCode::kPeerLost : ErrorCode::kIo,
-           std::string("an operation failed: ") + ncclGetErrorString(state));
-    }
+    async_state("an operation");
     if (Clock::now() > deadline) {
       fail(ErrorCode::kTimeout, "the stream's NCCL work did not finish within " +
                                     std::to_string(timeout_.count()) +

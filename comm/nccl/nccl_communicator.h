@@ -66,6 +66,9 @@ class NcclCommunicator {
   // A non-blocking communicator may answer ncclInProgress: polls until it settles, to the
   // deadline.
   void settle(const char* what);
+  // NCCL's asynchronous state (ncclSuccess or ncclInProgress, as an int); an error aborts the
+  // communicator and throws, naming `what`.
+  int async_state(const char* what);
   void check_usable(const char* what) const;
   [[noreturn]] void fail(ErrorCode code, const std::string& message);
 

@@ -14,17 +14,12 @@
 
 #include "comm/base/convert.h"
 #include "fusion/cuda/convert.h"
+#include "tests/gpu/tally.h"
 
 namespace kolo::fusion::cuda {
 namespace {
 
-int checks = 0, failures = 0;
-
-void expect(bool good, const std::string& what) {
-  ++checks;
-  if (good) return;
-  if (++failures <= 10) std::printf("FAILED: %s\n", what.c_str());
-}
+using gpu_test::expect;
 
 // A CUDA error ends the run: what follows would only repeat it.
 void ok(cudaError_t e) {
@@ -114,6 +109,5 @@ int main() {
   namespace kc = kolo::fusion::cuda;
   kc::every_float_pair_matches_the_host_bit_for_bit();
   kc::other_dtypes_copy();
-  std::printf("kolo_gpu_tests: %d checks, %d failed\n", kc::checks, kc::failures);
-  return kc::failures == 0 ? 0 : 1;
+  return kolo::gpu_test::summary("kolo_gpu_tests");
 }

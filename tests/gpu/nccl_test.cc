@@ -12,15 +12,11 @@
 #include "comm/base/error.h"
 #include "comm/bootstrap/store.h"
 #include "comm/nccl/nccl_communicator.h"
+#include "tests/gpu/tally.h"
 
 namespace {
 
-int checks = 0, failures = 0;
-
-void expect(bool good, const std::string& what) {
-  ++checks;
-  if (!good && ++failures <= 20) std::printf("FAILED: %s\n", what.c_str());
-}
+using kolo::gpu_test::expect;
 
 // Runs op(send, recv, stream) on n float inputs 0.5 i, then compares recv with want(i).
 template <typename Op, typename Want>
@@ -110,6 +106,5 @@ int main() {
   } catch (const std::exception& e) {
     expect(false, std::string("communicator: ") + e.what());
   }
-  std::printf("kolo_gpu_nccl_tests: %d checks, %d failed\n", checks, failures);
-  return failures == 0 ? 0 : 1;
+  return kolo::gpu_test::summary("kolo_gpu_nccl_tests");
 }

@@ -16,6 +16,7 @@
 
 #include "comm/base/convert.h"
 #include "comm/base/error.h"
+#include "tests/gpu/tally.h"
 #include "trainer/kernels/backend.h"
 #include "trainer/kernels/cuda/cuda_backend.h"
 #include "trainer/model/bert.h"
@@ -23,13 +24,7 @@
 namespace kolo::trainer {
 namespace {
 
-int checks = 0, failures = 0;
-
-void expect(bool good, const std::string& what) {
-  ++checks;
-  if (good) return;
-  if (++failures <= 30) std::printf("FAILED: %s\n", what.c_str());
-}
+using gpu_test::expect;
 
 // Largest |a - b| over the largest |b|: the error relative to the tensor's scale.
 double scaled_error(const std::vector<float>& a, const std::vector<float>& b) {
@@ -272,7 +267,5 @@ int main() {
   }
   kolo::trainer::kernel_tests();
   kolo::trainer::bert_tests();
-  std::printf("kolo_gpu_trainer_tests: %d checks, %d failed\n", kolo::trainer::checks,
-              kolo::trainer::failures);
-  return kolo::trainer::failures == 0 ? 0 : 1;
+  return kolo::gpu_test::summary("kolo_gpu_trainer_tests");
 }
