@@ -45,6 +45,10 @@ std::string disagreement(const Request& a, const Request& b, std::string* va, st
                    std::to_string(static_cast<int>(b.compression))))
            .empty())
     return f;
+  if (!(f = differ(a.device == b.device, "memory", a.device ? "device" : "host",
+                   b.device ? "device" : "host"))
+           .empty())
+    return f;
   return differ(a.group == b.group && a.group_size == b.group_size, "group",
                 a.group.empty() ? "none" : a.group + " of " + std::to_string(a.group_size),
                 b.group.empty() ? "none" : b.group + " of " + std::to_string(b.group_size));
@@ -181,11 +185,12 @@ Response Coordinator::decide_group(
       resp.kind = Response::Kind::kError;
       resp.error = member.error;
     } else if (q.dtype != ref.dtype || q.op != ref.op || q.prescale != ref.prescale ||
-               q.postscale != ref.postscale || q.compression != ref.compression) {
+               q.postscale != ref.postscale || q.compression != ref.compression ||
+               q.device != ref.device) {
       resp.kind = Response::Kind::kError;
       resp.error = "grouped allreduce '" + group + "': member '" + names[i] + "' (" +
                    q.signature() + ") differs from '" + names[0] + "' (" + ref.signature() +
-                   "); members must share dtype, op, scale factors and compression";
+                   "); members must share dtype, op, scale factors, compression and memory";
     } else {
       resp.counts.push_back(member.counts[0]);
     }

@@ -81,8 +81,34 @@ std::ostream& operator<<(std::ostream& out, const OpWhat& w) {
   return out << op_type_name(w.r.type) << " of '" << w.r.name << "'";
 }
 
+// Device tensors: a backend to run them, input and output on one device, an op it runs, and
+// scaling and compression its kernels take (float32, float16, bfloat16; other dtypes unscaled).
+void check_device(const Engine::Impl::Submission& op, const DeviceBackend* device) {
+  const Request& r = op.request;
+  const int id = std::max(op.input.device, op.output.device);
+  KOLO_CHECK_ARG(device != nullptr, "tensor '", r.name, "' is in device memory (device ", id,
+                 "); this engine has no device backend (EngineOptions::device, "
+                 "kolo_engine_cuda's cuda_device_backend())");
+  KOLO_CHECK_ARG(op.output.data == nullptr || op.input.device == op.output.device, "tensor '",
+                 r.name, "': input on device ", op.input.device, ", output on device ",
+                 op.output.device, "; both must be on the same device");
+  KOLO_CHECK_ARG(r.type == OpType::kAllreduce || r.type == OpType::kBroadcast, op_type_name(r.type),
+                 " of '", r.name,
+                 "': device tensors take allreduce and broadcast only; copy it to host memory");
+  // The conversions the device pack and unpack will make (an average scales by 1/n).
+  const DType wire = wire_dtype(r.dtype, r.compression);
+  const double post = r.postscale * (r.op == ReduceOp::kAverage ? 0.5 : 1.0);
+  try {
+    fusion::cuda::convert_path(r.dtype, wire, r.prescale);
+    fusion::cuda::convert_path(wire, r.dtype, post);
+  } catch (const Error& e) {
+    KOLO_THROW(ErrorCode::kInvalidArgument, op_type_name(r.type), " of '", r.name,
+               "' (device): ", e.message());
+  }
+}
+
 // What the loop would otherwise trust: a bad value here used to end the engine thread for good.
-void check_submission(const Engine::Impl::Submission& op) {
+void check_submission(const Engine::Impl::Submission& op, const DeviceBackend* device) {
   const Request& r = op.request;
   const OpWhat what{r};  // formatted only into an error message (this runs for every op)
   KOLO_CHECK_ARG(static_cast<int>(r.dtype) < kNumDTypes, what, ": dtype ",
@@ -101,9 +127,7 @@ void check_submission(const Engine::Impl::Submission& op) {
     KOLO_CHECK_ARG(!__builtin_mul_overflow(count, static_cast<size_t>(d), &count) && count <= limit,
                    what, ": shape ", shape_text(r.shape), " has too many elements");
   }
-  KOLO_CHECK_ARG(op.input.device < 0 && op.output.device < 0, "tensor '", r.name,
-                 "' is in device memory (device ", std::max(op.input.device, op.output.device),
-                 "); this build of kolo handles host tensors only");
+  if (op.input.device >= 0 || op.output.device >= 0) check_device(op, device);
   KOLO_CHECK_ARG(op.input.data != nullptr || count == 0, "tensor '", r.name, "' has no data");
   KOLO_CHECK_ARG(r.type != OpType::kAllreduce || op.output.data != nullptr || count == 0, what,
                  ": the output buffer is null");
@@ -140,6 +164,12 @@ void Engine::Impl::check_against_set(Submission* first, Submission* last, int se
     if (r.type == OpType::kAlltoall) check_alltoall_splits(r, set_size);
     KOLO_CHECK_ARG(r.type != OpType::kBroadcast || (r.root >= 0 && r.root < set_size),
                    "broadcast of '", r.name, "': root ", r.root, " is not in [0, ", set_size, ")");
+    if (r.device) {  // one device per set on a rank: the set's stream and buffer live there
+      auto [it, first] = set_devices_.emplace(set, op->input.device);
+      KOLO_CHECK_ARG(first || it->second == op->input.device, "tensor '", r.name, "' is on device ",
+                     op->input.device, " but process set ", set, " runs on device ", it->second,
+                     " on rank ", world_->rank());
+    }
   }
 }
 
@@ -156,13 +186,16 @@ void Engine::Impl::check_not_pending(const std::string& name, int set) const {
 void Engine::Impl::enqueue(Submission&& op, int set, std::shared_ptr<Handle::State> state) {
   active_[set][op.request.name] = state;
   timeline_.begin(op.request.name, "NEGOTIATE");
-  queue_.push_back({set, Pending{std::move(op.request), op.input, op.output, std::move(state), 0}});
+  std::shared_ptr<void> ready;
+  if (op.request.device) ready = options_.device->ready(op.input.device, op.input.stream);
+  queue_.push_back({set, Pending{std::move(op.request), op.input, op.output, std::move(state), 0,
+                                 std::move(ready)}});
 }
 
 // The path of every single op (allreduce, allgather, ...): no vectors around the one op.
 Handle Engine::Impl::submit(Request request, TensorView input, TensorView output, int set) {
   Submission op{std::move(request), input, output};
-  check_submission(op);
+  check_submission(op, options_.device.get());
   auto state = std::make_shared<Handle::State>();
   state->driver = driver_;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -181,7 +214,7 @@ Handle Engine::Impl::submit(Request request, TensorView input, TensorView output
 std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int set, bool one_state) {
   // Everything is checked before anything is queued: a refused member leaves no other member
   // of its group waiting for it.
-  for (const Submission& op : ops) check_submission(op);
+  for (const Submission& op : ops) check_submission(op, options_.device.get());
   std::vector<std::shared_ptr<Handle::State>> states;
   for (size_t i = 0; i < ops.size(); ++i) {
     states.push_back(one_state && i > 0 ? states[0] : std::make_shared<Handle::State>());

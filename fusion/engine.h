@@ -21,13 +21,17 @@ class Communicator;
 
 namespace engine {
 
-// A tensor as the engine sees it: host memory (device < 0) or a CUDA device id. This build
-// handles host memory only: a tensor with device >= 0 is refused with kInvalidArgument.
+class DeviceBackend;  // fusion/device.h
+
+// A tensor as the engine sees it: host memory (device < 0) or a CUDA device id. Device tensors
+// need EngineOptions::device (else they are refused with kInvalidArgument) and take allreduce
+// (fused, grouped) and broadcast; `stream` is the stream that produces their contents.
 struct TensorView {
   void* data = nullptr;
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;  // empty = scalar
   int device = -1;
+  void* stream = nullptr;  // device tensors: a cudaStream_t (null: the legacy default stream)
   size_t count() const;
   size_t bytes() const { return count() * dtype_size(dtype); }
 };
@@ -95,6 +99,8 @@ struct EngineOptions {
   double stall_check_seconds = 60;     // KOLO_STALL_CHECK_SECONDS
   double stall_shutdown_seconds = 0;   // KOLO_STALL_SHUTDOWN_SECONDS (0 = never)
   std::string timeline_path;           // KOLO_TIMELINE
+  // Runs ops on device tensors (kolo_engine_cuda's cuda_device_backend()); null: refused.
+  std::shared_ptr<DeviceBackend> device;
   static EngineOptions from_env();
 };
 

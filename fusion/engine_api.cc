@@ -19,6 +19,7 @@ Request make_request(const std::string& name, OpType type, const TensorView& t,
   r.compression = o.compression;
   r.root = o.root;
   r.splits = o.splits;
+  r.device = t.device >= 0;
   return r;
 }
 

@@ -2,6 +2,7 @@
 // postscale, 1/n for averages and the cast back) and the dispatch of the other ops.
 #include "fusion/executor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "timeline/timeline.h"
@@ -13,10 +14,11 @@ bool fusable(const Response& a, const Response& b) {
   const Request &p = a.params, &q = b.params;
   return b.kind == Response::Kind::kExecute && b.type == OpType::kAllreduce && p.dtype == q.dtype &&
          p.op == q.op && p.prescale == q.prescale && p.postscale == q.postscale &&
-         p.compression == q.compression && a.joined == b.joined;
+         p.compression == q.compression && p.device == q.device && a.joined == b.joined;
 }
 
-// Bytes that member i of r takes in the fusion buffer (aligned, so vector code stays aligned).
+}  // namespace
+
 size_t wire_bytes(const Response& r, size_t i) {
   return fusion::align_up(static_cast<size_t>(r.counts[i]) *
                           dtype_size(wire_dtype(r.params.dtype, r.params.compression)));
@@ -27,15 +29,6 @@ size_t wire_bytes(const Response& r) {
   for (size_t i = 0; i < r.names.size(); ++i) total += wire_bytes(r, i);
   return total;
 }
-
-// Calls fn(name, index) for every tensor of every response in `group`, in buffer order.
-template <typename Fn>
-void for_each_tensor(const std::vector<const Response*>& group, Fn fn) {
-  for (const Response* r : group)
-    for (size_t i = 0; i < r->names.size(); ++i) fn(*r, i);
-}
-
-}  // namespace
 
 DType wire_dtype(DType dtype, Compression compression) {
   const bool floating = dtype == DType::kFloat32 || dtype == DType::kFloat64;
@@ -96,7 +89,14 @@ void Executor::run_unfused(ProcessSet& set, const Response& r) {
                             {"bytes", p.input.bytes()},
                             {"tensors", 1}};
     });
-    comm.allreduce(p.input.data, p.output.data, p.input.count(), p.request.dtype, p.request.op);
+    if (p.request.device) {
+      DeviceSet& dev = device_set(set, p.input.device);
+      dev.wait_ready(p.ready);
+      dev.allreduce(p.input.data, p.output.data, p.input.count(), p.request.dtype, p.request.op);
+      dev.synchronize();
+    } else {
+      comm.allreduce(p.input.data, p.output.data, p.input.count(), p.request.dtype, p.request.op);
+    }
   }
   stats_->bytes_sent += p.input.bytes();
   stats_->bytes_submitted += p.input.bytes();
@@ -116,8 +116,17 @@ void Executor::allreduce_fused(ProcessSet& set, const std::vector<const Response
   std::vector<PendingMap::iterator> members;
   for_each_tensor(
       group, [&](const Response& r, size_t i) { members.push_back(set.pending.find(r.names[i])); });
-  char* buf = buffer_.reserve(total);
-  pack_all(set, group, members, buf);
+  DeviceSet* dev = nullptr;
+  if (p.device) {
+    auto held = std::find_if(members.begin(), members.end(),
+                             [&](auto it) { return it != set.pending.end(); });
+    dev = &device_set(set, held == members.end() ? -1 : (*held)->second.input.device);
+  }
+  char* buf = dev ? dev->reserve(total) : buffer_.reserve(total);
+  if (dev)
+    pack_device(*dev, set, group, members, buf);
+  else
+    pack_all(set, group, members, buf);
   Communicator& comm = *set.comm;
   if (timeline_->active()) {
     const char* algorithm = algorithm_name(comm.choose_algorithm(Collective::kAllreduce, total));
@@ -131,7 +140,10 @@ void Executor::allreduce_fused(ProcessSet& set, const std::vector<const Response
     }
   }
   const ReduceOp op = p.op == ReduceOp::kAverage ? ReduceOp::kSum : p.op;
-  comm.allreduce(buf, buf, total / dtype_size(wire), wire, op);
+  if (dev)
+    dev->allreduce(buf, buf, total / dtype_size(wire), wire, op);
+  else
+    comm.allreduce(buf, buf, total / dtype_size(wire), wire, op);
   // Statistics first: a caller may read them as soon as its handle completes.
   stats_->bytes_sent += total;
   stats_->responses += tensors;
@@ -141,7 +153,10 @@ void Executor::allreduce_fused(ProcessSet& set, const std::vector<const Response
   }
   double post = p.postscale;
   if (p.op == ReduceOp::kAverage) post /= comm.size();
-  unpack_all(set, group, members, buf, post);
+  if (dev)
+    unpack_device(*dev, set, group, members, buf, post);
+  else
+    unpack_all(set, group, members, buf, post);
   for (auto it : members)
     if (it != set.pending.end()) complete(set, it, Status::success());
 }

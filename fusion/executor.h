@@ -32,6 +32,15 @@ class Executor {
   void unpack_all(ProcessSet& set, const std::vector<const Response*>& group,
                   const std::vector<PendingMap::iterator>& members, const char* buf,
                   double postscale);
+  // The device path (executor_device.cc): the set's device context, opened on first use on
+  // `device` (-1: the backend's current device, for a rank that joined and holds no tensor).
+  DeviceSet& device_set(ProcessSet& set, int device);
+  void pack_device(DeviceSet& dev, ProcessSet& set, const std::vector<const Response*>& group,
+                   const std::vector<PendingMap::iterator>& members, char* buf);
+  void unpack_device(DeviceSet& dev, ProcessSet& set, const std::vector<const Response*>& group,
+                     const std::vector<PendingMap::iterator>& members, const char* buf,
+                     double postscale);
+  void broadcast_device(ProcessSet& set, Pending& p);
   void run_single(ProcessSet& set, const Response& response);
   void finish(ProcessSet& set, const Response& response, const Status& status);
   // Completes one pending op's handle and forgets the op.
@@ -44,5 +53,16 @@ class Executor {
 };
 
 DType wire_dtype(DType dtype, Compression compression);
+// Bytes that member i of r takes in the fusion buffer (aligned, so vector code stays aligned),
+// and all of r's members.
+size_t wire_bytes(const Response& r, size_t i);
+size_t wire_bytes(const Response& r);
+
+// Calls fn(response, index) for every tensor of every response in `group`, in buffer order.
+template <typename Fn>
+void for_each_tensor(const std::vector<const Response*>& group, Fn fn) {
+  for (const Response* r : group)
+    for (size_t i = 0; i < r->names.size(); ++i) fn(*r, i);
+}
 
 }  // namespace kolo::engine

@@ -11,6 +11,7 @@
 
 #include "comm/communicator.h"
 #include "fusion/coordinator.h"
+#include "fusion/device.h"
 #include "fusion/handle_state.h"
 #include "fusion/request.h"
 #include "fusion/response_cache.h"
@@ -22,7 +23,8 @@ struct Pending {
   Request request;
   TensorView input, output;
   std::shared_ptr<Handle::State> state;
-  uint64_t seq = 0;  // submission order within the set
+  uint64_t seq = 0;             // submission order within the set
+  std::shared_ptr<void> ready;  // a device input: its producer's mark (DeviceBackend::ready)
 };
 
 // By name. Hashed: a step looks up, inserts and erases every op by name (nothing iterates
@@ -38,6 +40,7 @@ struct ProcessSet {
   uint64_t submitted = 0;  // ops taken from the queue so far
   bool joined = false;
   std::shared_ptr<Handle::State> join_state;
+  std::unique_ptr<DeviceSet> device;  // opened by the set's first device op
 
   ProcessSet(int id, std::shared_ptr<Communicator> comm, const EngineOptions& options);
 };

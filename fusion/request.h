@@ -25,6 +25,7 @@ struct Request {
   // 0 for an op of its own.
   std::string group;
   int32_t group_size = 0;
+  bool device = false;  // the tensor is in device memory
 
   // Everything ranks must agree on, as text for mismatch messages.
   std::string signature() const;

@@ -107,6 +107,10 @@ void Executor::run_single(ProcessSet& set, const Response& r) {
       case OpType::kAlltoall: alltoall(comm, p, r); break;
       case OpType::kReduceScatter: reduce_scatter(comm, p); break;
       case OpType::kBroadcast:
+        if (p.request.device) {
+          broadcast_device(set, p);
+          break;
+        }
         comm.broadcast(p.input.data, p.input.count(), p.request.dtype, p.request.root);
         if (p.output.data && p.output.data != p.input.data)
           std::memcpy(p.output.data, p.input.data, p.input.bytes());

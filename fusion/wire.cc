@@ -90,6 +90,7 @@ void write_request(Writer& w, const Request& r) {
   w.ints(r.splits);
   w.text(r.group);
   w.pod<int32_t>(r.group_size);
+  w.pod<uint8_t>(r.device ? 1 : 0);
 }
 
 Request read_request(Reader& rd) {
@@ -106,6 +107,7 @@ Request read_request(Reader& rd) {
   r.splits = rd.ints();
   r.group = rd.text();
   r.group_size = rd.pod<int32_t>();
+  r.device = rd.pod<uint8_t>() != 0;
   return r;
 }
 
@@ -154,7 +156,8 @@ std::string Request::signature() const {
   std::ostringstream s;
   s << op_type_name(type) << " dtype=" << dtype_name(dtype) << " shape=" << shape_text(shape)
     << " op=" << op_name(op) << " prescale=" << prescale << " postscale=" << postscale
-    << " compression=" << static_cast<int>(compression) << " root=" << root;
+    << " compression=" << static_cast<int>(compression) << " root=" << root
+    << " memory=" << (device ? "device" : "host");
   if (!group.empty()) s << " group=" << group << "/" << group_size;
   return s.str();
 }
@@ -162,7 +165,7 @@ std::string Request::signature() const {
 bool Request::same_signature(const Request& o) const {
   auto fields = [](const Request& r) {  // signature()'s fields (group_size is 0 without group)
     return std::tie(r.type, r.dtype, r.shape, r.op, r.prescale, r.postscale, r.compression, r.root,
-                    r.group, r.group_size);
+                    r.group, r.group_size, r.device);
   };
   return fields(*this) == fields(o);
 }

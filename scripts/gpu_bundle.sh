@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Gathers the GPU programs that need kolo's full CMake build (kolo_gpu_trainer_tests: the
-# trainer, with OpenBLAS; kolo_gpu_nccl_tests) into one folder to carry to a machine with a GPU, where
+# trainer, with OpenBLAS; kolo_gpu_nccl_tests; kolo_gpu_engine_tests and engine_overhead: the
+# engine on device tensors) into one folder to carry to a machine with a GPU, where
 # scripts/gpu_check.sh runs them: the programs and, in lib/, the shared libraries they load
 # that a bare CUDA image lacks (OpenBLAS and its Fortran runtime, OpenSSL's libcrypto, MPI,
 # ...), all without debug information (the device tool carries 64 MiB; this is about 54). The
@@ -10,12 +11,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 out=${2:-build-gpu-bundle}
-programs=(kolo_gpu_trainer_tests kolo_gpu_nccl_tests)
-cmake --build "$build" --target "${programs[@]}"
+programs=(tests/gpu/kolo_gpu_trainer_tests tests/gpu/kolo_gpu_nccl_tests
+          tests/gpu/kolo_gpu_engine_tests benchmarks/engine_overhead)
+cmake --build "$build" --target "${programs[@]##*/}"
 rm -rf "$out"
 mkdir -p "$out/lib"
-for name in "${programs[@]}"; do
-  cp "$build/tests/gpu/$name" "$out/$name"
+for program in "${programs[@]}"; do
+  name=${program##*/}
+  cp "$build/$program" "$out/$name"
   strip --strip-debug "$out/$name"
   # Everything ldd resolves except the C runtime and CUDA's libraries (NCCL included).
   ldd "$out/$name" | awk '/=> \// {print $3}' |

@@ -45,7 +45,7 @@ status=0
 # scripts/gpu_bundle.sh (the device image lacks OpenBLAS and the other Debian packages).
 bundle=${GPU_BUNDLE:-build-gpu-bundle}
 cuda_lib=$(dirname "$(dirname "$nvcc")")/lib64
-for name in kolo_gpu_trainer_tests kolo_gpu_nccl_tests; do
+for name in kolo_gpu_trainer_tests kolo_gpu_nccl_tests kolo_gpu_engine_tests; do
   if [[ -x $bundle/$name ]]; then
     LD_LIBRARY_PATH=$bundle/lib:$cuda_lib:${LD_LIBRARY_PATH:-} timeout 300 "$bundle/$name" |
       tee "$out/$name.log" || status=1
@@ -53,9 +53,18 @@ for name in kolo_gpu_trainer_tests kolo_gpu_nccl_tests; do
     echo "$name: not run (no $bundle: run scripts/gpu_bundle.sh where the CMake build is and carry it)" >"$out/$name.log"
   fi
 done
+# The engine's cost on device tensors over a raw NCCL allreduce (world 1, one GPU).
+if [[ -x $bundle/engine_overhead ]]; then
+  LD_LIBRARY_PATH=$bundle/lib:$cuda_lib:${LD_LIBRARY_PATH:-} KOLO_SIZE=1 KOLO_RANK=0 timeout 120 \
+    "$bundle/engine_overhead" --device cuda -n 200 -w 20 | tee "$out/engine_overhead.log" || status=1
+else
+  echo "engine_overhead: not run (no $bundle)" >"$out/engine_overhead.log"
+fi
 echo "== gpu_check summary ($(( $(date +%s) - start )) s)"
 grep -h "^kolo_gpu_tests:" "$out/tests.log" || echo "kolo_gpu_tests: no result"
 grep -h "^device_pack:" "$out/pack_bw.log" || echo "device_pack: no result"
 grep -h "^kolo_gpu_trainer_tests:\|^bert-tiny" "$out/kolo_gpu_trainer_tests.log" || echo "kolo_gpu_trainer_tests: no result"
 grep -h "^kolo_gpu_nccl_tests:" "$out/kolo_gpu_nccl_tests.log" || echo "kolo_gpu_nccl_tests: no result"
+grep -h "^kolo_gpu_engine_tests:" "$out/kolo_gpu_engine_tests.log" || echo "kolo_gpu_engine_tests: no result"
+grep -h "^1x8B\|^100x\|^workload" "$out/engine_overhead.log" || echo "engine_overhead --device cuda: no result"
 exit $status

@@ -1,6 +1,6 @@
 // The engine's grouped allreduce (one negotiated unit whose members complete together, and the
-// errors when ranks or members disagree), reduce_scatter with rows that do not divide evenly,
-// and the refusal of device tensors.
+// errors when ranks or members disagree) and reduce_scatter with rows that do not divide
+// evenly.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -18,10 +18,6 @@ using engine::EngineOptions;
 using engine::Handle;
 using engine::OpOptions;
 using engine::TensorView;
-
-std::shared_ptr<Communicator> borrowed(Communicator& comm) {
-  return std::shared_ptr<Communicator>(&comm, [](Communicator*) {});
-}
 
 EngineOptions quick_options() {
   EngineOptions o;
@@ -118,22 +114,6 @@ TEST(EngineReduceScatter, UnevenRowsWithScaleFactors) {
       return 0;
     });
   }
-}
-
-TEST(EngineDevice, DeviceTensorsAreRefusedNamingTheTensor) {
-  run_thread_ranks(1, TransportKind::kShm, [](Communicator& comm) {
-    Engine eng(borrowed(comm), quick_options());
-    float x = 1;
-    TensorView device{&x, DType::kFloat32, {1}, 0};
-    try {
-      eng.allreduce("on_gpu", device, device);
-      ADD_FAILURE() << "a device tensor was accepted";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
-      EXPECT_NE(std::string(e.what()).find("'on_gpu'"), std::string::npos) << e.what();
-    }
-    return 0;
-  });
 }
 
 }  // namespace

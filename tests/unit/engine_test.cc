@@ -68,7 +68,7 @@ std::vector<engine::EngineStats> many_tensors(size_t cache_capacity) {
   return run_thread_ranks(size, TransportKind::kShm, [&](Communicator& comm) {
     EngineOptions options = quick_options();
     options.cache_capacity = cache_capacity;
-    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), options);
+    Engine eng(borrowed(comm), options);
     std::mt19937 rng(comm.rank() * 7 + 1);
     for (int step = 0; step < 3; ++step) {
       auto tensors = make_tensors(comm.rank());
@@ -114,7 +114,7 @@ TEST(Engine, ASmallCacheEvictsConsistentlyAndZeroDisablesIt) {
 
 TEST(Engine, ProcessSetsReduceAmongTheirMembersOnly) {
   run_thread_ranks(3, TransportKind::kShm, [](Communicator& comm) {
-    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), quick_options());
+    Engine eng(borrowed(comm), quick_options());
     int evens = eng.add_process_set({0, 2});
     std::vector<float> v(100, float(comm.rank() + 1));
     TensorView tv{v.data(), DType::kFloat32, {100}};
@@ -156,7 +156,7 @@ engine::Status status_of(const Handle& h) {
 
 TEST(Engine, MismatchesFailOnEveryRankAndTheEngineCarriesOn) {
   run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
-    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), quick_options());
+    Engine eng(borrowed(comm), quick_options());
     std::vector<float> f(10, 1.0f);
     std::vector<int32_t> i(10, 1);
     TensorView fv{f.data(), DType::kFloat32, {10}}, iv{i.data(), DType::kInt32, {10}};
@@ -189,7 +189,7 @@ TEST(Engine, BadArgumentsAreRefusedAtSubmissionAndTheEngineCarriesOn) {
   // Found by the hardening issue: an invalid dtype, op or root reached the engine thread and
   // ended it for good; a huge count wrapped the byte count; negative splits passed.
   run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
-    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), quick_options());
+    Engine eng(borrowed(comm), quick_options());
     std::vector<float> f(4, 1.0f);
     auto refused = [](auto&& call, const char* fragment) {
       try {
@@ -225,7 +225,7 @@ TEST(Engine, StallShutdownNamesTheMissingRank) {
     EngineOptions o = quick_options();
     o.stall_check_seconds = 0.2;
     o.stall_shutdown_seconds = 0.5;
-    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), o);
+    Engine eng(borrowed(comm), o);
     std::vector<float> f(10, 1.0f);
     TensorView fv{f.data(), DType::kFloat32, {10}};
     if (comm.rank() == 0) {
@@ -245,7 +245,7 @@ TEST(Engine, StallShutdownNamesTheMissingRank) {
 TEST(Engine, OtherOpsJoinAndCompression) {
   const int size = 3;
   run_thread_ranks(size, TransportKind::kShm, [&](Communicator& comm) {
-    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), quick_options());
+    Engine eng(borrowed(comm), quick_options());
     const int r = comm.rank();
     // allgather with a different first dimension on each rank
     std::vector<int32_t> rows(static_cast<size_t>(2 * (r + 1)), r);
@@ -310,7 +310,7 @@ TEST(Engine, OtherOpsJoinAndCompression) {
 
 TEST(Engine, Fp16CompressionSendsHalfTheBytes) {
   run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
-    Engine eng(std::shared_ptr<Communicator>(&comm, [](Communicator*) {}), quick_options());
+    Engine eng(borrowed(comm), quick_options());
     std::vector<float> plain(4096), packed(4096);
     for (size_t i = 0; i < plain.size(); ++i) plain[i] = packed[i] = 0.37f * float(i % 100);
     OpOptions co;

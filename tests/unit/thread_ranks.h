@@ -13,6 +13,11 @@
 
 namespace kolo::testing {
 
+// A rank's Communicator as a shared_ptr that does not own it (an Engine takes a shared_ptr).
+inline std::shared_ptr<Communicator> borrowed(Communicator& comm) {
+  return std::shared_ptr<Communicator>(&comm, [](Communicator*) {});
+}
+
 template <typename Fn>
 auto run_thread_ranks(int size, TransportKind transport, Fn fn, CommunicatorOptions options = {}) {
   using Result = decltype(fn(std::declval<Communicator&>()));

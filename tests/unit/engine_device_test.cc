@@ -1,0 +1,292 @@
+// The engine's device path (fusion/device.h) driven by a host stand-in for the device: the same
+// negotiation, fusion and error handling that kolo_engine_cuda gets, checked against closed-form
+// results and against the order of the calls the engine makes (producers waited for before
+// packing, one synchronize before completion). The refusals of device tensors the engine
+// cannot run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "comm/base/convert.h"
+#include "fusion/device.h"
+#include "fusion/engine.h"
+#include "tests/unit/expect_error.h"
+#include "tests/unit/thread_ranks.h"
+
+namespace kolo::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using engine::DeviceBackend;
+using engine::DeviceSet;
+using engine::Engine;
+using engine::EngineOptions;
+using engine::Handle;
+using engine::OpOptions;
+using engine::TensorView;
+
+// What the engine asked of one rank's stand-in, in order.
+struct Calls {
+  std::mutex mutex;
+  std::vector<std::string> seen;
+  std::vector<int> opened;  // the device of every open()
+  bool fail_synchronize = false;
+  void add(std::string what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    seen.push_back(std::move(what));
+  }
+  size_t count(const std::string& prefix) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return static_cast<size_t>(std::count_if(
+        seen.begin(), seen.end(), [&](const auto& s) { return s.rfind(prefix, 0) == 0; }));
+  }
+  size_t first(const std::string& prefix) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (size_t i = 0; i < seen.size(); ++i)
+      if (seen[i].rfind(prefix, 0) == 0) return i;
+    return seen.size();
+  }
+};
+
+// "Device" memory is host memory, the stream is the loop's thread, the collectives are the
+// set's Communicator.
+class HostDeviceSet final : public DeviceSet {
+ public:
+  HostDeviceSet(Communicator& comm, int device, std::shared_ptr<Calls> calls)
+      : comm_(comm), device_(device), calls_(std::move(calls)) {}
+  int device() const override { return device_; }
+  void wait_ready(const std::shared_ptr<void>& ready) override {
+    if (ready) calls_->add("wait " + *static_cast<std::string*>(ready.get()));
+  }
+  char* reserve(size_t bytes) override {
+    if (bytes > buffer_.size()) buffer_.assign(bytes, 0x7f);  // not zero: zero() must be asked
+    return buffer_.data();
+  }
+  void zero(void* dst, size_t bytes) override {
+    calls_->add("zero");
+    std::memset(dst, 0, bytes);
+  }
+  void convert(const fusion::cuda::Span* spans, size_t n, DType from, DType to,
+               double scale) override {
+    calls_->add("convert " + std::to_string(n));
+    for (size_t i = 0; i < n; ++i)
+      kolo::convert(spans[i].dst, to, spans[i].src, from, spans[i].count, scale);
+  }
+  void allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) override {
+    calls_->add(std::string("allreduce ") + dtype_name(dtype));
+    comm_.allreduce(send, recv, count, dtype, op);
+  }
+  void broadcast(void* data, size_t count, DType dtype, int root) override {
+    calls_->add("broadcast");
+    comm_.broadcast(data, count, dtype, root);
+  }
+  void synchronize() override {
+    if (calls_->fail_synchronize)
+      throw Error(ErrorCode::kPeerLost,
+                  "stand-in device: rank " + std::to_string(comm_.rank()) + " lost its peer");
+    calls_->add("synchronize");
+  }
+
+ private:
+  Communicator& comm_;
+  int device_;
+  std::shared_ptr<Calls> calls_;
+  std::vector<char> buffer_;
+};
+
+class HostDevice final : public DeviceBackend {
+ public:
+  explicit HostDevice(std::shared_ptr<Calls> calls) : calls_(std::move(calls)) {}
+  std::shared_ptr<void> ready(int device, void* stream) override {
+    return std::make_shared<std::string>("device " + std::to_string(device) + " stream " +
+                                         std::to_string(reinterpret_cast<uintptr_t>(stream)));
+  }
+  std::unique_ptr<DeviceSet> open(Communicator& comm, int device) override {
+    {
+      std::lock_guard<std::mutex> lock(calls_->mutex);
+      calls_->opened.push_back(device);
+    }
+    return std::make_unique<HostDeviceSet>(comm, device, calls_);
+  }
+
+ private:
+  std::shared_ptr<Calls> calls_;
+};
+
+EngineOptions device_options(std::shared_ptr<Calls> calls) {
+  EngineOptions o;
+  o.stall_check_seconds = 5;
+  o.stall_shutdown_seconds = 2;
+  o.device = std::make_shared<HostDevice>(std::move(calls));
+  return o;
+}
+
+TensorView on_device(std::vector<float>& v, int device = 0, void* stream = nullptr) {
+  return {v.data(), DType::kFloat32, {int64_t(v.size())}, device, stream};
+}
+
+// Three members of a group, averaged with a prescale, fp16 on the wire: one pack of three
+// spans after every producer was waited for, one fp16 allreduce, one unpack, one synchronize.
+TEST(EngineDevice, FusedAllreduceWaitsForProducersAndSynchronizesOnce) {
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    auto calls = std::make_shared<Calls>();
+    Engine eng(borrowed(comm), device_options(calls));
+    const float r = float(comm.rank());
+    std::vector<std::vector<float>> data{
+        std::vector<float>(7, r + 1), std::vector<float>(300, 2 * r), std::vector<float>(1, 0.25f)};
+    void* stream = reinterpret_cast<void*>(uintptr_t{42});
+    std::vector<TensorView> views;
+    for (auto& d : data) views.push_back(on_device(d, 0, stream));
+    OpOptions o;
+    o.op = ReduceOp::kAverage;
+    o.prescale = 2.0;
+    o.compression = engine::Compression::kFp16;
+    auto handles = eng.grouped_allreduce({"d.a", "d.b", "d.c"}, views, o);
+    handles[0].check();
+    EXPECT_FLOAT_EQ(data[0][6], 3.0f);    // 2 * (1 + 2) / 2
+    EXPECT_FLOAT_EQ(data[1][299], 2.0f);  // 2 * (0 + 2) / 2
+    EXPECT_FLOAT_EQ(data[2][0], 0.5f);
+    EXPECT_EQ(calls->count("wait device 0 stream 42"), 3u);
+    EXPECT_LT(calls->first("wait"), calls->first("convert 3"));
+    EXPECT_EQ(calls->count("convert 3"), 2u);  // pack and unpack, each one batch
+    EXPECT_EQ(calls->count("allreduce float16"), 1u);
+    EXPECT_EQ(calls->count("synchronize"), 1u);
+    EXPECT_EQ(calls->opened, std::vector<int>{0});
+    EXPECT_EQ(eng.stats().fused_tensors, 3u);
+    return 0;
+  });
+}
+
+// A large tensor with nothing to scale is reduced from input to output directly; a second op
+// reuses the set's context.
+TEST(EngineDevice, LargeAllreduceGoesStraightToTheCollective) {
+  run_thread_ranks(3, TransportKind::kShm, [](Communicator& comm) {
+    auto calls = std::make_shared<Calls>();
+    Engine eng(borrowed(comm), device_options(calls));
+    std::vector<float> in(64 * 1024, float(comm.rank() + 1)), out(in.size(), 0.0f);
+    eng.allreduce("big", on_device(in), on_device(out)).check();
+    EXPECT_FLOAT_EQ(out[12345], 6.0f);
+    EXPECT_FLOAT_EQ(in[12345], float(comm.rank() + 1));
+    EXPECT_EQ(calls->count("convert"), 0u);
+    EXPECT_EQ(calls->count("allreduce float32"), 1u);
+    std::vector<float> small(3, 1.0f);
+    eng.allreduce("small", on_device(small), on_device(small)).check();
+    EXPECT_FLOAT_EQ(small[2], 3.0f);
+    EXPECT_EQ(calls->count("synchronize"), 2u);
+    EXPECT_EQ(calls->opened.size(), 1u);
+    return 0;
+  });
+}
+
+TEST(EngineDevice, BroadcastFromARoot) {
+  run_thread_ranks(3, TransportKind::kShm, [](Communicator& comm) {
+    auto calls = std::make_shared<Calls>();
+    Engine eng(borrowed(comm), device_options(calls));
+    std::vector<float> in(5, float(comm.rank() * 10));
+    auto h = eng.broadcast("b", on_device(in), 1);
+    h.check();
+    EXPECT_FLOAT_EQ(in[4], 10.0f);
+    EXPECT_EQ(calls->count("broadcast"), 1u);
+    EXPECT_EQ(calls->count("synchronize"), 1u);
+    return 0;
+  });
+}
+
+// A rank that joined holds no tensor: it opens the set's context on the current device and
+// contributes zeros written by the device.
+TEST(EngineDevice, JoinedRankContributesDeviceZeros) {
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    auto calls = std::make_shared<Calls>();
+    Engine eng(borrowed(comm), device_options(calls));
+    if (comm.rank() == 0) {
+      eng.join().check();
+      EXPECT_EQ(calls->opened, std::vector<int>{-1});
+      EXPECT_EQ(calls->count("zero"), 1u);
+    } else {
+      std::this_thread::sleep_for(50ms);
+      std::vector<float> v(4, 3.0f);
+      OpOptions scaled;
+      scaled.postscale = 0.5;  // takes the fused path
+      eng.allreduce("after_join", on_device(v), on_device(v), scaled).check();
+      EXPECT_FLOAT_EQ(v[3], 1.5f);  // rank 0 contributed zeros
+      eng.join().check();
+    }
+    return 0;
+  });
+}
+
+TEST(EngineDevice, RanksThatDisagreeOnMemoryGetAMismatch) {
+  auto messages = run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(borrowed(comm), device_options(std::make_shared<Calls>()));
+    std::vector<float> v(4, 1.0f);
+    TensorView view = comm.rank() == 0 ? on_device(v) : TensorView{v.data(), DType::kFloat32, {4}};
+    auto h = eng.allreduce("where", view, view);
+    h.wait(30s);
+    EXPECT_EQ(h.status().code, ErrorCode::kMismatch);
+    return h.status().message;
+  });
+  for (const auto& m : messages) {
+    EXPECT_NE(m.find("'where'"), std::string::npos) << m;
+    EXPECT_NE(m.find("memory"), std::string::npos) << m;
+  }
+}
+
+// A device error (a lost peer) fails every pending handle with its message and stops the
+// engine: later ops fail at once instead of hanging.
+TEST(EngineDevice, DeviceErrorFailsTheHandlesWithItsMessage) {
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    auto calls = std::make_shared<Calls>();
+    calls->fail_synchronize = true;
+    Engine eng(borrowed(comm), device_options(calls));
+    std::vector<float> v(4, 1.0f);
+    auto h = eng.allreduce("doomed", on_device(v), on_device(v));
+    EXPECT_TRUE(h.wait(30s));
+    EXPECT_EQ(h.status().code, ErrorCode::kPeerLost);
+    EXPECT_NE(h.status().message.find("lost its peer"), std::string::npos) << h.status().message;
+    auto later = eng.allreduce("later", on_device(v), on_device(v));
+    EXPECT_TRUE(later.wait(5s));
+    EXPECT_FALSE(later.status().ok);
+    return 0;
+  });
+}
+
+TEST(EngineDevice, TensorsTheDevicePathCannotRunAreRefusedNamingThem) {
+  run_thread_ranks(1, TransportKind::kShm, [](Communicator& comm) {
+    EngineOptions plain;
+    Engine host_only(borrowed(comm), plain);
+    std::vector<float> v(4, 1.0f);
+    std::string m = error_of([&] { host_only.allreduce("on_gpu", on_device(v), on_device(v)); },
+                             ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find("'on_gpu'"), std::string::npos) << m;
+    EXPECT_NE(m.find("no device backend"), std::string::npos) << m;
+
+    Engine eng(borrowed(comm), device_options(std::make_shared<Calls>()));
+    m = error_of([&] { eng.allgather("gathered", on_device(v)); }, ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find("allgather of 'gathered'"), std::string::npos) << m;
+    m = error_of([&] { eng.allreduce("split", on_device(v, 0), on_device(v, 1)); },
+                 ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find("input on device 0, output on device 1"), std::string::npos) << m;
+    std::vector<double> d(4, 1.0);
+    TensorView f64{d.data(), DType::kFloat64, {4}, 0};
+    OpOptions avg;
+    avg.op = ReduceOp::kAverage;
+    m = error_of([&] { eng.allreduce("mean64", f64, f64, avg); }, ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find("'mean64' (device)"), std::string::npos) << m;
+    EXPECT_NE(m.find("float64"), std::string::npos) << m;
+    // One device per process set on a rank.
+    eng.allreduce("first", on_device(v, 0), on_device(v, 0)).check();
+    m = error_of([&] { eng.allreduce("elsewhere", on_device(v, 1), on_device(v, 1)); },
+                 ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find("'elsewhere' is on device 1 but process set 0 runs on device 0"),
+              std::string::npos)
+        << m;
+    return 0;
+  });
+}
+
+}  // namespace
+}  // namespace kolo::testing
