@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/base/error.h"
+#include "tests/trainer/device_like_cpu.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/model/bert.h"
 
@@ -184,23 +185,6 @@ TEST(ModelBert, CheckpointingGivesBitIdenticalGradientsInLessMemory) {
   Bert m(cpu_backend(), c, DType::kFloat32, 2, 8, 4);
   EXPECT_THROW(m.set_checkpoint_interval(-1), Error);
 }
-
-// The CPU kernels behind a backend that calls itself a device: the model must reach its buffers
-// only through copy_from_host / copy_to_host, as it does with the CUDA backend.
-class DeviceLikeCpu final : public CpuBackend {
- public:
-  Device device() const override { return Device::kCuda; }
-  const char* name() const override { return "device-like cpu"; }
-  void copy_from_host(void* dst, const void* src, size_t bytes) override {
-    ++copies;
-    CpuBackend::copy_from_host(dst, src, bytes);
-  }
-  void copy_to_host(void* dst, const void* src, size_t bytes) override {
-    ++copies;
-    CpuBackend::copy_to_host(dst, src, bytes);
-  }
-  int copies = 0;
-};
 
 TEST(ModelBert, DeviceBuffersGoThroughHostCopies) {
   std::string path = (std::filesystem::temp_directory_path() /

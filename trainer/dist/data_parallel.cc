@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "comm/base/convert.h"
 #include "comm/base/error.h"
@@ -11,17 +12,32 @@
 namespace kolo::trainer {
 namespace {
 
-engine::EngineOptions engine_options(const ZeroConfig& zero, DType storage) {
+engine::EngineOptions engine_options(const ZeroConfig& zero, DType storage,
+                                     std::shared_ptr<engine::DeviceBackend> device) {
   engine::EngineOptions o = engine::EngineOptions::from_env();
   // DeepSpeed counts bucket sizes in elements; the engine's threshold is in bytes.
   o.fusion_threshold = static_cast<size_t>(zero.reduce_bucket_size) * dtype_size(storage);
+  o.device = std::move(device);
   return o;
+}
+
+// Rank 0's parameters to every rank; a model on a device goes through a host copy.
+void broadcast_params(Communicator& comm, Model& model) {
+  const size_t total = model.layout().total();
+  if (model.backend().device() == Device::kCpu) {
+    comm.broadcast(model.params(), total, model.dtype(), 0);
+    return;
+  }
+  std::vector<char> host(model.param_bytes());
+  model.backend().copy_to_host(host.data(), model.params(), host.size());
+  comm.broadcast(host.data(), total, model.dtype(), 0);
+  model.backend().copy_from_host(model.params(), host.data(), host.size());
 }
 
 }  // namespace
 
 DataParallel::DataParallel(std::shared_ptr<Communicator> comm, Model& model, const ZeroConfig& zero,
-                           int accumulation)
+                           int accumulation, std::shared_ptr<engine::DeviceBackend> device)
     : comm_(std::move(comm)), model_(model), zero_(zero), stage_(zero.stage) {
   KOLO_CHECK_ARG(comm_ != nullptr, "DataParallel needs a communicator");
   check(zero);
@@ -31,9 +47,19 @@ DataParallel::DataParallel(std::shared_ptr<Communicator> comm, Model& model, con
   partition_ =
       stage_ == 0 ? Partition{total, 0, total} : partition_of(model_.layout(), size(), rank());
   if (size() == 1) return;
-  comm_->broadcast(model_.params(), total, model_.dtype(), 0);
+  if (model_.backend().device() != Device::kCpu) {
+    // The device path reduces gradients through the engine's device backend (NCCL); the
+    // sharded stages' collectives and discards work on host buffers so far.
+    KOLO_CHECK_ARG(stage_ == 0, "zero_optimization.stage: ", stage_, " with a model on ",
+                   model_.backend().name(), " over ", size(),
+                   " ranks is not supported yet; use stage 0 (one rank takes any stage)");
+    KOLO_CHECK_ARG(device != nullptr, "a model on ", model_.backend().name(), " over ", size(),
+                   " ranks needs the engine's device backend (cuda_device_backend())");
+  }
+  broadcast_params(*comm_, model_);
   if (stage_ == 1) return;  // one reduce-scatter at the boundary, no engine
-  engine_ = std::make_unique<engine::Engine>(comm_, engine_options(zero, model_.dtype()));
+  engine_ = std::make_unique<engine::Engine>(
+      comm_, engine_options(zero, model_.dtype(), std::move(device)));
   const bool shards = stage_ >= 2;
   reducer_ = std::make_unique<GradReducer>(
       *engine_, model_, shards ? partition_ : Partition{total, 0, total},

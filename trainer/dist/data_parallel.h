@@ -41,9 +41,10 @@ class DataParallel {
   // `comm` spans the job (size 1: no engine; every call is local). Refuses ZeRO settings this
   // trainer does not implement, naming the key. The model's parameters are broadcast from
   // rank 0, so every rank starts from the same bits whatever it loaded. `accumulation`:
-  // micro-batches per optimizer step.
+  // micro-batches per optimizer step. A model on a device (its backend's device() is not
+  // kCpu) over several ranks needs `device`, the engine's device backend, and stage 0.
   DataParallel(std::shared_ptr<Communicator> comm, Model& model, const ZeroConfig& zero,
-               int accumulation = 1);
+               int accumulation = 1, std::shared_ptr<engine::DeviceBackend> device = nullptr);
   // The refusals of the constructor alone, for programs that check settings before connecting.
   static void check(const ZeroConfig& zero);
   ~DataParallel();  // detaches the hooks

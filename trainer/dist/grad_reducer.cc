@@ -24,7 +24,11 @@ void GradReducer::submit(const std::string& prefix) {
       retire(false);
       while (!pending_.empty() && in_flight_ + p.numel > max_in_flight_) retire(true);
     }
-    engine::TensorView grad{model_.grad(p.name), model_.dtype(), {static_cast<int64_t>(p.numel)}};
+    engine::TensorView grad{model_.grad(p.name),
+                            model_.dtype(),
+                            {static_cast<int64_t>(p.numel)},
+                            model_.backend().device_id(),
+                            model_.backend().device_stream()};
     pending_.push_back({i, engine_.allreduce(p.name, grad, grad, average)});
     in_flight_ += p.numel;
     submitted_[i] = true;

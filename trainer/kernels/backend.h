@@ -1,7 +1,6 @@
 // The per-device kernel interface of the trainer: every forward and backward kernel the models
 // need, over raw buffers in a storage dtype (float32, float16 or bfloat16) with fp32
-// accumulation. The CPU backend is kernels/cpu/; a CUDA backend (not written yet) would
-// implement the same class.
+// accumulation. The CPU backend is kernels/cpu/, the CUDA backend kernels/cuda/.
 #pragma once
 
 #include <cstddef>
@@ -34,6 +33,12 @@ class Backend {
   virtual ~Backend() = default;
   virtual Device device() const = 0;
   virtual const char* name() const = 0;
+
+  // Where code outside the backend (the engine's device path) finds its buffers: the device id
+  // (-1 on the host) and the stream its kernels write them on (a cudaStream_t; null on the
+  // host). Work queued there before a call is the work such a consumer waits for.
+  virtual int device_id() const { return -1; }
+  virtual void* device_stream() const { return nullptr; }
 
   // --- memory -----------------------------------------------------------------------------
   virtual void* alloc(size_t bytes) = 0;  // 64-byte aligned, zero-filled

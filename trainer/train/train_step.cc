@@ -20,6 +20,15 @@ void* at(const Model& model, void* base, size_t elements) {
   return static_cast<char*>(base) + elements * dtype_size(model.dtype());
 }
 
+// A model on a device: a host copy of this rank's range of the parameters, which the phases
+// after backward work on (the optimizer and master weights are host code); empty on the host.
+std::vector<char> host_mirror(Model& model, const Partition& range) {
+  if (model.backend().device() == Device::kCpu) return {};
+  std::vector<char> host((range.end - range.begin) * dtype_size(model.dtype()));
+  model.backend().copy_to_host(host.data(), at(model, model.params(), range.begin), host.size());
+  return host;
+}
+
 ScheduleOptions schedule_for(const TrainConfig& config, int64_t total_steps) {
   ScheduleOptions o = config.schedule_options();
   if (o.total_steps == 0) o.total_steps = std::max<int64_t>(total_steps, o.warmup_steps + 1);
@@ -34,7 +43,10 @@ TrainStep::TrainStep(Model& model, const TrainConfig& config, int64_t total_step
       max_norm_(config.gradient_clipping),
       range_(range_of(model, parallel)),
       layout_(model.layout().slice(range_.begin, range_.end)),
-      precision_(layout_, model.dtype(), at(model, model.params(), range_.begin)),
+      host_params_(host_mirror(model, range_)),
+      precision_(layout_, model.dtype(),
+                 host_params_.empty() ? at(model, model.params(), range_.begin)
+                                      : static_cast<void*>(host_params_.data())),
       scaler_(config.loss_scaler_options()),
       schedule_(schedule_for(config, total_steps)),
       optimizer_(make_optimizer(config, layout_)),
@@ -76,6 +88,11 @@ StepResult TrainStep::finish(int accumulation) {
       parallel_ != nullptr ? parallel_->grads() : GradSource{model_.grads(), model_.dtype()};
   const void* grads = source.data;
   const DType dtype = source.dtype;
+  if (!host_params_.empty()) {  // a model on a device: its gradients come to the host
+    host_grads_.resize((range_.end - range_.begin) * dtype_size(dtype));
+    model_.backend().copy_to_host(host_grads_.data(), grads, host_grads_.size());
+    grads = host_grads_.data();
+  }
   bool overflow = precision_.check_overflow(grads, dtype);
   // Any rank's overflow skips the step on all of them (at stage 0 they agree already).
   if (parallel_ != nullptr) overflow = parallel_->any(overflow);
@@ -94,6 +111,9 @@ StepResult TrainStep::finish(int accumulation) {
     const float factor = clip_factor(result.grad_norm, max_norm_);
     precision_.step(*optimizer_, grads, dtype, multiplier, static_cast<float>(result.lr), factor);
     precision_.copy_master_to_params();
+    if (!host_params_.empty())
+      model_.backend().copy_from_host(at(model_, model_.params(), range_.begin),
+                                      host_params_.data(), host_params_.size());
     if (sharded_) parallel_->gather_params();
   }
   zero_grads();

@@ -1,11 +1,14 @@
 // One optimizer step: after the micro-batches' backward passes it finishes the gradients'
 // reduction across data-parallel ranks (when there are several), then runs the mixed-precision
 // phases (overflow check agreed by every rank, loss-scale update, unscale + global norm, clip,
-// update of the fp32 master weights, copy back) and keeps the learning-rate schedule.
+// update of the fp32 master weights, copy back) and keeps the learning-rate schedule. With a
+// model on a device those phases are host code working on host copies of the gradients and
+// parameters, downloaded before and uploaded after (one copy each way per step).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "trainer/config/train_config.h"
 #include "trainer/dist/data_parallel.h"
@@ -67,6 +70,10 @@ class TrainStep {
   // What this rank updates: the whole buffer, or its ZeRO partition (stage >= 1).
   Partition range_;
   ParamLayout layout_;  // model.layout() sliced to range_
+  // A model on a device: host copies of range_ of its parameters (what precision_ updates,
+  // uploaded after each step) and of its gradients (downloaded before the phases). Empty on
+  // the host, where precision_ works on the model's own buffers.
+  std::vector<char> host_params_, host_grads_;
   MixedPrecision precision_;
   DynamicLossScaler scaler_;
   LrSchedule schedule_;

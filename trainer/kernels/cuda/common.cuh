@@ -105,6 +105,8 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
   Device device() const override { return Device::kCuda; }
   const char* name() const override { return "cuda"; }
+  int device_id() const override { return device_; }
+  void* device_stream() const override { return stream_; }
 
   void* alloc(size_t bytes) override;
   void free(void* ptr) override;
