@@ -7,9 +7,14 @@
 // each row also gives the activation arena and the step time against interval 0. Every row
 // gives the GEMMs' GFLOP/s and their share of OpenBLAS's sgemm rate at --threads, measured in
 // the same run (1024^3, the best of 5; at 1 thread and at every core: the practical peak).
+// --train adds the optimizer step (TrainStep: AdamW, loss scaling in fp16, clipping) to every
+// timed step. --device cuda (builds with CUDA) runs the model on GPU 0 instead, without the
+// PyTorch run, and holds the GEMMs to the backend's own rate on an 8192^3 product in each
+// dtype, measured in the same run (the practical tensor-core peak).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -19,9 +24,14 @@
 #include <CLI/CLI.hpp>
 
 #include "comm/base/error.h"
+#include "trainer/config/train_config.h"
 #include "trainer/data/rng.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/model/bert.h"
+#include "trainer/train/train_step.h"
+#ifdef KOLO_BENCH_TRAINER_CUDA
+#include "trainer/kernels/cuda/cuda_backend.h"
+#endif
 
 namespace kt = kolo::trainer;
 
@@ -36,7 +46,31 @@ struct Options {
   std::string python = "/usr/bin/python3";
   std::string torch_script = KOLO_SOURCE_DIR "/tests/trainer/python/kolo_torch.py";
   bool torch = true;
+  bool train = false;          // the optimizer step too
+  std::string device = "cpu";  // or cuda
 };
+
+kt::Backend& backend_for(const Options& o) {
+  if (o.device == "cpu") return kt::cpu_backend();
+#ifdef KOLO_BENCH_TRAINER_CUDA
+  return kt::cuda_backend_for(0);
+#else
+  KOLO_THROW(kolo::ErrorCode::kInvalidArgument,
+             "--device cuda: this build of kolo has no CUDA backend (KOLO_WITH_CUDA)");
+#endif
+}
+
+// The optimizer step --train adds: AdamW with weight decay, clipping at 1, dynamic loss
+// scaling for fp16, as examples/configs' BERT runs.
+kt::TrainConfig train_config(const Options& o, kolo::DType dtype) {
+  nlohmann::json json = {
+      {"train_batch_size", o.batch},
+      {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 1e-4}, {"weight_decay", 0.01}}}}},
+      {"gradient_clipping", 1.0}};
+  if (dtype == kolo::DType::kFloat16) json["fp16"] = {{"enabled", true}};
+  if (dtype == kolo::DType::kBFloat16) json["bf16"] = {{"enabled", true}};
+  return kt::parse_train_config(json, 1, false);
+}
 
 // Random ids with 15% of the positions labelled for the MLM loss, as the torch side draws them.
 kt::TokenBatch random_batch(const kt::BertConfig& config, int batch, int seq) {
@@ -95,21 +129,51 @@ struct Timing {
 Timing time_kolo(const Options& o, kolo::DType dtype, int interval) {
   kt::BertConfig config = kt::bert_preset(o.preset);
   config.hidden_dropout = config.attention_dropout = o.dropout;
-  kt::Bert model(kt::cpu_backend(), config, dtype, o.batch, o.seq, 1);
+  kt::Backend& backend = backend_for(o);
+  kt::Bert model(backend, config, dtype, o.batch, o.seq, 1);
   model.set_checkpoint_interval(interval);
+  std::unique_ptr<kt::TrainStep> step;
+  if (o.train)
+    step = std::make_unique<kt::TrainStep>(model, train_config(o, dtype), o.warmup + o.steps);
   const kt::TokenBatch batch = random_batch(config, o.batch, o.seq);
   std::vector<double> times;
+  char done[4];
   for (int i = 0; i < o.warmup + o.steps; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    model.zero_grad();
+    if (!step) model.zero_grad();  // TrainStep zeroes them itself
     model.set_dropout_seed(static_cast<uint64_t>(i));
     model.forward(batch);
-    model.backward(1.0f);
+    model.backward(step ? step->loss_scale() : 1.0f);
+    if (step) step->finish(1);
+    backend.copy_to_host(done, model.params(), sizeof done);  // a device's queue drained
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
     if (i >= o.warmup) times.push_back(took.count());
   }
   std::sort(times.begin(), times.end());
   return {times[times.size() / 2], model.activation_bytes()};
+}
+
+// The backend's own GEMM rate in `dtype` (TFLOP/s): y = x . w^T with 8192^3, the best of 5
+// after a warm-up; the practical peak the device rows are held to.
+double device_gemm_tflops(kt::Backend& backend, kolo::DType dtype) {
+  constexpr int n = 8192;
+  const size_t bytes = size_t{n} * n * kolo::dtype_size(dtype);
+  void* x = backend.alloc(bytes);
+  void* w = backend.alloc(bytes);
+  void* y = backend.alloc(bytes);
+  char done[4];
+  double best = 0;
+  for (int i = 0; i < 6; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    backend.linear_forward(y, x, w, nullptr, n, n, n, dtype);
+    backend.copy_to_host(done, y, sizeof done);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    if (i > 0) best = std::max(best, 2.0 * n * n * n / took.count() / 1e12);
+  }
+  backend.free(x);
+  backend.free(w);
+  backend.free(y);
+  return best;
 }
 
 // tokens/s that the PyTorch run printed ("... <N> tokens/s ..."), or 0 when it failed.
@@ -138,40 +202,57 @@ double run_torch(const Options& o) {
 }
 
 int run(const Options& o) {
+  const bool device = o.device != "cpu";
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const double sgemm_one = sgemm_gflops(1), sgemm_all = sgemm_gflops(cores);
-  const double sgemm_mine = o.threads == 1       ? sgemm_one
-                            : o.threads == cores ? sgemm_all
-                                                 : sgemm_gflops(o.threads);
-  kt::set_num_threads(o.threads);
   const double tokens = static_cast<double>(o.batch) * o.seq;
   kt::BertConfig shape = kt::bert_preset(o.preset);
   const double flops = gemm_flops(shape, random_batch(shape, o.batch, o.seq));
-  std::printf("# OpenBLAS sgemm 1024^3: %.1f GFLOP/s at 1 thread, %.1f at %d (all cores)%s\n",
-              sgemm_one, sgemm_all, cores,
-              o.threads == 1 || o.threads == cores
-                  ? ""
-                  : (", " + std::to_string(sgemm_mine) + " at --threads").c_str());
+  // The practical GEMM peak per storage dtype, in GFLOP/s.
+  std::map<kolo::DType, double> peak;
+  if (device) {
+    kt::Backend& backend = backend_for(o);
+    for (const std::string& name : o.dtypes) {
+      const kolo::DType dtype = kolo::parse_dtype(name, "--dtypes");
+      peak[dtype] = device_gemm_tflops(backend, dtype) * 1e3;
+      std::printf("# %s GEMM 8192^3 (%s): %.1f TFLOP/s\n", backend.name(), kolo::dtype_name(dtype),
+                  peak[dtype] / 1e3);
+    }
+  } else {
+    const double sgemm_one = sgemm_gflops(1), sgemm_all = sgemm_gflops(cores);
+    const double sgemm_mine = o.threads == 1       ? sgemm_one
+                              : o.threads == cores ? sgemm_all
+                                                   : sgemm_gflops(o.threads);
+    std::printf("# OpenBLAS sgemm 1024^3: %.1f GFLOP/s at 1 thread, %.1f at %d (all cores)%s\n",
+                sgemm_one, sgemm_all, cores,
+                o.threads == 1 || o.threads == cores
+                    ? ""
+                    : (", " + std::to_string(sgemm_mine) + " at --threads").c_str());
+    for (const std::string& name : o.dtypes) peak[kolo::parse_dtype(name, "--dtypes")] = sgemm_mine;
+    peak[kolo::DType::kFloat32] = sgemm_mine;  // the torch row
+  }
+  kt::set_num_threads(o.threads);
   std::printf("# GEMM work per step: %.2f GFLOP (forward + backward, matrix products only)\n",
               flops / 1e9);
   std::printf(
-      "# BERT-%s forward+backward, batch %d, seq %d, %d thread(s), dropout %.2f, median "
+      "# BERT-%s forward+backward%s on %s, batch %d, seq %d, %d thread(s), dropout %.2f, median "
       "of %d steps after %d warm-up\n",
-      o.preset.c_str(), o.batch, o.seq, o.threads, o.dropout, o.steps, o.warmup);
+      o.preset.c_str(), o.train ? " + optimizer step" : "", o.device.c_str(), o.batch, o.seq,
+      o.threads, o.dropout, o.steps, o.warmup);
   double torch_rate = 0;
-  if (o.torch) {
+  if (o.torch && !device) {
     std::printf("# PyTorch (%s %s):\n", o.python.c_str(), o.torch_script.c_str());
     torch_rate = run_torch(o);
     if (torch_rate == 0) std::printf("# PyTorch run failed: no tokens/s line\n");
   }
   std::printf("%-8s %-9s %5s %12s %12s %14s %12s %10s %9s %7s\n", "impl", "dtype", "ckpt",
-              "ms/step", "tokens/s", "vs torch fp32", "act_mib", "vs ckpt 0", "GFLOP/s", "%sgemm");
+              "ms/step", "tokens/s", "vs torch fp32", "act_mib", "vs ckpt 0", "GFLOP/s",
+              device ? "%peak" : "%sgemm");
   auto gflops = [&](double seconds) { return flops / seconds / 1e9; };
   if (torch_rate > 0) {
     const double seconds = tokens / torch_rate;
     std::printf("%-8s %-9s %5s %12.1f %12.0f %14.2f %12s %10s %9.1f %6.0f%%\n", "torch", "float32",
                 "-", seconds * 1e3, torch_rate, 1.0, "-", "-", gflops(seconds),
-                100 * gflops(seconds) / sgemm_mine);
+                100 * gflops(seconds) / peak[kolo::DType::kFloat32]);
   }
   for (const std::string& name : o.dtypes) {
     const kolo::DType dtype = kolo::parse_dtype(name, "--dtypes");
@@ -188,7 +269,7 @@ int run(const Options& o) {
         std::printf(" %14s", "-");
       std::printf(" %12.1f %10.2f %9.1f %6.0f%%\n", static_cast<double>(t.arena_bytes) / (1 << 20),
                   t.seconds / first.seconds, gflops(t.seconds),
-                  100 * gflops(t.seconds) / sgemm_mine);
+                  100 * gflops(t.seconds) / peak[dtype]);
       std::fflush(stdout);
     }
   }
@@ -216,6 +297,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--python", o.python, "interpreter with torch")->capture_default_str();
   app.add_flag("!--no-torch", o.torch, "skip the PyTorch run");
+  app.add_flag("--train", o.train, "time the optimizer step too (TrainStep: AdamW, clipping)");
+  app.add_option("--device", o.device, "cpu, or cuda (GPU 0; builds with CUDA; no PyTorch run)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);

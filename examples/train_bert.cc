@@ -4,11 +4,12 @@
 // summary line per phase. Only rank 0 prints progress.
 //   [mpirun -np N | kolorun -np N] build/examples/train_bert [--config examples/configs/
 //       bert_tiny.json] [--phase both|pretrain|finetune] [--set key=value ...] [--save DIR]
-//       [--load FILE] [--threads N]
+//       [--load FILE] [--threads N] [--device cpu|cuda]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@
 #include "trainer/model/bert.h"
 #include "trainer/train/step_loop.h"
 #include "trainer/train/summary.h"
+#ifdef KOLO_TRAIN_CUDA
+#include "fusion/cuda_device.h"
+#include "trainer/kernels/cuda/cuda_backend.h"
+#endif
 
 namespace kt = kolo::trainer;
 using kt::Job;
@@ -42,6 +47,7 @@ struct Args {
   std::string data_dir, save_dir, load, resume;
   int64_t save_every = 0, keep = 0;
   int threads = 0;
+  std::string device = "cpu";
 };
 
 // Checkpoints of one phase: where to write them and how often, and the step folder it resumes
@@ -177,9 +183,38 @@ void report_classification(const Job& job, kt::Bert& model, const kt::TokenBatch
 
 // Trains `model` for the phase's epochs on `train` (this rank's slice of every global batch);
 // evaluate() runs after every epoch. Ends with the phase's summary line on every rank.
+// --device: the trainer's kernels and, on a GPU, the engine's device backend that averages the
+// gradients there (null on the CPU).
+struct DeviceChoice {
+  kt::Backend* backend;
+  std::shared_ptr<kolo::engine::DeviceBackend> engine;
+};
+
+// Before the rendezvous: a build without CUDA refuses --device cuda on every rank alike.
+void check_device(const std::string& device) {
+#ifdef KOLO_TRAIN_CUDA
+  (void)device;  // cpu and cuda are both built
+#else
+  KOLO_CHECK_ARG(device == "cpu", "--device ", device,
+                 ": this build of kolo has no CUDA backend (it needs nvcc and NCCL at build time: "
+                 "KOLO_WITH_CUDA, KOLO_WITH_NCCL)");
+#endif
+}
+
+DeviceChoice choose_device(const std::string& device, const Job& job) {
+  if (device == "cpu") return {&kt::cpu_backend(), nullptr};
+#ifdef KOLO_TRAIN_CUDA
+  return {&kt::cuda_backend_for(job.comm->local_rank()), kolo::engine::cuda_device_backend()};
+#else
+  (void)job;
+  check_device(device);
+  return {&kt::cpu_backend(), nullptr};
+#endif
+}
+
 template <typename Evaluate>
-int64_t train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
-                    const kt::TrainConfig& config, const std::string& name,
+int64_t train_phase(const Job& job, const DeviceChoice& device, kt::Bert& model,
+                    kt::TokenBatcher& train, const kt::TrainConfig& config, const std::string& name,
                     const Checkpointing& checkpoints, Evaluate evaluate) {
   const kt::JsonSection phase = config.kolo.section(name);
   const int64_t epochs = phase.get_int("epochs", 1, kt::Range::at_least(0));
@@ -196,7 +231,7 @@ int64_t train_phase(const Job& job, kt::Bert& model, kt::TokenBatcher& train,
       kt::mix_seed(static_cast<uint64_t>(config.kolo.get_int("seed", 1, kt::Range::at_least(0))),
                    std::hash<std::string>{}(name));
   model.set_checkpoint_interval(config.activation_checkpointing.interval(model.config().layers));
-  kt::DataParallel parallel(job.comm, model, config.zero, accumulation);
+  kt::DataParallel parallel(job.comm, model, config.zero, accumulation, device.engine);
   kt::TrainStep step(model, config, total, &parallel);
   kt::ProgressPrinter progress(kt::ProgressOptions{job.lead() ? stdout : nullptr});
   if (job.lead()) std::printf("%s: %s\n", name.c_str(), parallel.describe().c_str());
@@ -318,6 +353,7 @@ int run(Job job, const Args& args) {
   const kt::TrainConfig fine = phase_config(base, "finetune", args.overrides);
   kt::DataParallel::check(pre.zero);
   kt::DataParallel::check(fine.zero);
+  check_device(args.device);
   const size_t seq = batcher_options(base, 1, false, 0).seq_len;
   const uint64_t seed = static_cast<uint64_t>(base.kolo.get_int("seed", 1, kt::Range::at_least(0)));
   job.connect();
@@ -340,14 +376,15 @@ int run(Job job, const Args& args) {
     kt::check_memory_estimate(
         kt::zero_formula_bytes(params, phase->storage_dtype(), *phase, job.world()),
         job.comm->local_size(), params, *phase);
-  kt::Bert model(kt::cpu_backend(), bert, base.storage_dtype(),
+  const DeviceChoice device = choose_device(args.device, job);
+  kt::Bert model(*device.backend, bert, base.storage_dtype(),
                  static_cast<int>(pre.batch.micro_batch_size), static_cast<int>(seq), seed);
   if (job.lead())
     std::printf(
-        "train_bert: BERT L%d/H%d/A%d, %zu parameters, %s, %zu train / %zu test mails, "
+        "train_bert: BERT L%d/H%d/A%d, %zu parameters, %s on %s, %zu train / %zu test mails, "
         "%d rank(s)\n",
         bert.layers, bert.hidden, bert.heads, model.num_params(), kolo::dtype_name(model.dtype()),
-        corpus.train.size(), corpus.test.size(), job.world());
+        device.backend->name(), corpus.train.size(), corpus.test.size(), job.world());
   if (!args.load.empty()) load_weights(model, args.load, job.lead());
   // Every rank holds the same weights (DataParallel broadcasts rank 0's): rank 0 saves them.
   const bool save = !args.save_dir.empty() && job.lead();
@@ -379,7 +416,7 @@ int run(Job job, const Args& args) {
                           batcher_options(pre, 64, false, seed + 1));
     Checkpointing phase = checkpoints;
     if (resume_phase == "pretrain") phase.resume = resume_folder;
-    pretrain_steps = train_phase(job, model, train, pre, "pretrain", phase,
+    pretrain_steps = train_phase(job, device, model, train, pre, "pretrain", phase,
                                  [&](kt::ProgressPrinter& p) { report_mlm(job, model, test, p); });
     if (save) model.save(args.save_dir + "/pretrained.safetensors");
   }
@@ -393,7 +430,7 @@ int run(Job job, const Args& args) {
     Checkpointing phase = checkpoints;
     phase.global_offset = run_pretrain ? pretrain_steps : resume_offset;
     if (resume_phase == "finetune") phase.resume = resume_folder;
-    train_phase(job, model, train, fine, "finetune", phase,
+    train_phase(job, device, model, train, fine, "finetune", phase,
                 [&](kt::ProgressPrinter& p) { report_classification(job, model, test, p); });
     if (save) model.save(args.save_dir + "/finetuned.safetensors");
   }
@@ -431,6 +468,12 @@ int main(int argc, char** argv) {
   app.add_option("--threads", args.threads,
                  "kernel threads per rank (0, the default: cores / ranks on this host, at least 1)")
       ->check(CLI::Range(0, 1024));
+  app.add_option("--device", args.device,
+                 "cpu, or cuda (one GPU per rank, device local_rank; builds with CUDA and NCCL): "
+                 "the model on the GPU, gradients averaged there with NCCL (ZeRO stage 0 over "
+                 "several ranks), the optimizer on the host")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   // Rank and size from the launcher (mpirun, kolorun, torchrun-style variables, Slurm); a
   // plain start is a job of one.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Gathers the GPU programs that need kolo's full CMake build (kolo_gpu_trainer_tests: the
 # trainer, with OpenBLAS; kolo_gpu_nccl_tests; kolo_gpu_engine_tests and engine_overhead: the
-# engine on device tensors) into one folder to carry to a machine with a GPU, where
+# engine on device tensors; trainer_throughput: BERT-base on the GPU) into one folder to carry to a machine with a GPU, where
 # scripts/gpu_check.sh runs them: the programs and, in lib/, the shared libraries they load
 # that a bare CUDA image lacks (OpenBLAS and its Fortran runtime, OpenSSL's libcrypto, MPI,
 # ...), all without debug information (the device tool carries 64 MiB; this is about 54). The
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 out=${2:-build-gpu-bundle}
 programs=(tests/gpu/kolo_gpu_trainer_tests tests/gpu/kolo_gpu_nccl_tests
-          tests/gpu/kolo_gpu_engine_tests benchmarks/engine_overhead)
+          tests/gpu/kolo_gpu_engine_tests benchmarks/engine_overhead benchmarks/trainer_throughput)
 cmake --build "$build" --target "${programs[@]##*/}"
 rm -rf "$out"
 mkdir -p "$out/lib"

@@ -60,6 +60,17 @@ if [[ -x $bundle/engine_overhead ]]; then
 else
   echo "engine_overhead: not run (no $bundle)" >"$out/engine_overhead.log"
 fi
+# BERT-base, seq 128, fp16 on the GPU: forward + backward, then with the optimizer step (host
+# AdamW on every core), the GEMMs against the backend's own 8192^3 rate (issue 17, point 4).
+if [[ -x $bundle/trainer_throughput ]]; then
+  for extra in "" "--train"; do
+    LD_LIBRARY_PATH=$bundle/lib:$cuda_lib:${LD_LIBRARY_PATH:-} timeout 240 \
+      "$bundle/trainer_throughput" --device cuda --preset base --batch 32 --seq 128 \
+      --dtypes float16 bfloat16 --threads "$(nproc)" $extra
+  done | tee "$out/bert_base.log" || status=1
+else
+  echo "trainer_throughput: not run (no $bundle)" >"$out/bert_base.log"
+fi
 echo "== gpu_check summary ($(( $(date +%s) - start )) s)"
 grep -h "^kolo_gpu_tests:" "$out/tests.log" || echo "kolo_gpu_tests: no result"
 grep -h "^device_pack:" "$out/pack_bw.log" || echo "device_pack: no result"
@@ -67,4 +78,5 @@ grep -h "^kolo_gpu_trainer_tests:\|^bert-tiny" "$out/kolo_gpu_trainer_tests.log"
 grep -h "^kolo_gpu_nccl_tests:" "$out/kolo_gpu_nccl_tests.log" || echo "kolo_gpu_nccl_tests: no result"
 grep -h "^kolo_gpu_engine_tests:" "$out/kolo_gpu_engine_tests.log" || echo "kolo_gpu_engine_tests: no result"
 grep -h "^1x8B\|^100x\|^workload" "$out/engine_overhead.log" || echo "engine_overhead --device cuda: no result"
+grep -h "^# BERT\|^# cuda GEMM\|^kolo\|^impl" "$out/bert_base.log" || echo "trainer_throughput --device cuda: no result"
 exit $status

@@ -251,4 +251,13 @@ Backend& cuda_backend() {
   return backend;
 }
 
+Backend& cuda_backend_for(int local_rank) {
+  KOLO_CHECK_ARG(local_rank >= 0, "cuda backend: local rank ", local_rank, " is negative");
+  int count = 0;
+  cuda::check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  KOLO_CHECK_ARG(count > 0, "cuda backend: no CUDA device is visible");
+  cuda::check(cudaSetDevice(local_rank % count), "cudaSetDevice");
+  return cuda_backend();
+}
+
 }  // namespace kolo::trainer

@@ -11,5 +11,8 @@ namespace kolo::trainer {
 // memory; the integer index arrays and argmax_rows' output stay host memory (backend.h).
 // Created on first use; throws kolo::Error naming CUDA's message when no device can be used.
 Backend& cuda_backend();
+// One process per GPU: makes device local_rank % (visible devices) current on this thread, then
+// returns cuda_backend() (the device is the one current at its first use).
+Backend& cuda_backend_for(int local_rank);
 
 }  // namespace kolo::trainer
