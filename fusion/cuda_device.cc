@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <vector>
 
 #include "comm/base/error.h"
 #include "comm/communicator.h"
@@ -88,6 +89,31 @@ class CudaDeviceSet final : public DeviceSet {
   void broadcast(void* data, size_t count, DType dtype, int root) override {
     on_device();
     nccl_->broadcast(data, data, count, dtype, root, stream_);
+  }
+
+  void allgatherv(const void* send, size_t count, void* recv, const std::vector<size_t>& counts,
+                  DType dtype) override {
+    on_device();
+    nccl_->allgatherv(send, count, recv, counts, dtype, stream_);
+  }
+
+  void alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                 const std::vector<size_t>& recv_counts, DType dtype) override {
+    on_device();
+    nccl_->alltoallv(send, send_counts, recv, recv_counts, dtype, stream_);
+  }
+
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
+                      ReduceOp op) override {
+    on_device();
+    nccl_->reduce_scatter(send, recv, recv_count, dtype, op, stream_);
+  }
+
+  std::shared_ptr<void> allocate(size_t bytes) override {
+    on_device();
+    void* p = nullptr;
+    check(cudaMalloc(&p, bytes), "cudaMalloc of a result");
+    return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
   }
 
   void synchronize() override {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "comm/base/dtype.h"
 #include "comm/base/reduce_op.h"
@@ -37,6 +38,17 @@ class DeviceSet {
                        double scale) = 0;
   virtual void allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op) = 0;
   virtual void broadcast(void* data, size_t count, DType dtype, int root) = 0;
+  // Counts are elements per rank of the set, blocks packed in rank order (Communicator's
+  // allgatherv / alltoallv / reduce_scatter).
+  virtual void allgatherv(const void* send, size_t count, void* recv,
+                          const std::vector<size_t>& counts, DType dtype) = 0;
+  virtual void alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                         const std::vector<size_t>& recv_counts, DType dtype) = 0;
+  virtual void reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
+                              ReduceOp op) = 0;
+  // Device memory for a result the engine sizes, freed with the last holder (after the
+  // stream's use of it: the executor synchronizes before a handle completes).
+  virtual std::shared_ptr<void> allocate(size_t bytes) = 0;
   // Returns once the queued work is done; throws kolo::Error (a lost peer, a passed deadline)
   // after which the context is unusable.
   virtual void synchronize() = 0;

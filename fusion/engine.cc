@@ -81,8 +81,8 @@ std::ostream& operator<<(std::ostream& out, const OpWhat& w) {
   return out << op_type_name(w.r.type) << " of '" << w.r.name << "'";
 }
 
-// Device tensors: a backend to run them, input and output on one device, an op it runs, and
-// scaling and compression its kernels take (float32, float16, bfloat16; other dtypes unscaled).
+// Device tensors: a backend to run them, input and output on one device, and scaling and
+// compression its kernels take (float32, float16, bfloat16; other dtypes unscaled).
 void check_device(const Engine::Impl::Submission& op, const DeviceBackend* device) {
   const Request& r = op.request;
   const int id = std::max(op.input.device, op.output.device);
@@ -92,9 +92,6 @@ void check_device(const Engine::Impl::Submission& op, const DeviceBackend* devic
   KOLO_CHECK_ARG(op.output.data == nullptr || op.input.device == op.output.device, "tensor '",
                  r.name, "': input on device ", op.input.device, ", output on device ",
                  op.output.device, "; both must be on the same device");
-  KOLO_CHECK_ARG(r.type == OpType::kAllreduce || r.type == OpType::kBroadcast, op_type_name(r.type),
-                 " of '", r.name,
-                 "': device tensors take allreduce and broadcast only; copy it to host memory");
   // The conversions the device pack and unpack will make (an average scales by 1/n).
   const DType wire = wire_dtype(r.dtype, r.compression);
   const double post = r.postscale * (r.op == ReduceOp::kAverage ? 0.5 : 1.0);

@@ -24,8 +24,9 @@ namespace engine {
 class DeviceBackend;  // fusion/device.h
 
 // A tensor as the engine sees it: host memory (device < 0) or a CUDA device id. Device tensors
-// need EngineOptions::device (else they are refused with kInvalidArgument) and take allreduce
-// (fused, grouped) and broadcast; `stream` is the stream that produces their contents.
+// need EngineOptions::device (else they are refused with kInvalidArgument) and take every op
+// but barrier and join (which carry no tensor); `stream` is the stream that produces their
+// contents.
 struct TensorView {
   void* data = nullptr;
   DType dtype = DType::kFloat32;
@@ -82,6 +83,9 @@ class Handle {
   // allgather / alltoall / reducescatter results are sized by the engine; join returns the
   // last rank to join in output_value().
   const std::vector<char>& output() const;
+  // Those results for a device tensor: device memory on its device (output() stays empty),
+  // owned by the handle and its copies.
+  void* device_output() const;
   std::vector<int64_t> output_shape() const;
   int64_t output_value() const;
 

@@ -40,7 +40,9 @@ class Executor {
   void unpack_device(DeviceSet& dev, ProcessSet& set, const std::vector<const Response*>& group,
                      const std::vector<PendingMap::iterator>& members, const char* buf,
                      double postscale);
-  void broadcast_device(ProcessSet& set, Pending& p);
+  // A device tensor's broadcast, allgather, alltoall or reduce_scatter; results the engine
+  // sizes go to device memory the handle holds (Handle::device_output).
+  void single_device(ProcessSet& set, Pending& p, const Response& r);
   void run_single(ProcessSet& set, const Response& response);
   void finish(ProcessSet& set, const Response& response, const Status& status);
   // Completes one pending op's handle and forgets the op.

@@ -81,6 +81,9 @@ void Handle::check() const {
 const std::vector<char>& Handle::output() const {
   return state_->output;
 }
+void* Handle::device_output() const {
+  return state_->device_output.get();
+}
 std::vector<int64_t> Handle::output_shape() const {
   return state_->output_shape;
 }

@@ -37,8 +37,9 @@ struct Handle::State {
   // Results the engine sizes (allgather, alltoall, reduce_scatter), written before complete().
   std::vector<char> output;
   std::vector<int64_t> output_shape;
-  int64_t value = -1;              // join: the last rank to join
-  std::shared_ptr<Driver> driver;  // null: waits only wait
+  std::shared_ptr<void> device_output;  // the same results of a device tensor, in device memory
+  int64_t value = -1;                   // join: the last rank to join
+  std::shared_ptr<Driver> driver;       // null: waits only wait
 
   // The first call wins; later ones are ignored.
   void complete(Status s);

@@ -167,21 +167,62 @@ void NcclCommunicator::broadcast(const void* send, void* recv, size_t count, DTy
 
 void NcclCommunicator::alltoall(const void* send, void* recv, size_t count_per_rank, DType dtype,
                                 void* stream) {
+  const std::vector<size_t> counts(static_cast<size_t>(size_), count_per_rank);
+  alltoallv(send, counts, recv, counts, dtype, stream);
+}
+
+void NcclCommunicator::alltoallv(const void* send, const std::vector<size_t>& send_counts,
+                                 void* recv, const std::vector<size_t>& recv_counts, DType dtype,
+                                 void* stream) {
   check_usable("alltoall");
+  check_counts(send_counts, "alltoall send counts");
+  check_counts(recv_counts, "alltoall receive counts");
   const ncclDataType_t type = nccl_dtype(dtype);
-  const size_t block = count_per_rank * dtype_size(dtype);
+  const size_t esize = dtype_size(dtype);
   // One group of a send and a receive per peer (NCCL has no alltoall call).
   check_nccl(ncclGroupStart(), "ncclGroupStart", as_comm(comm_));
+  size_t sent = 0, received = 0;
   for (int peer = 0; peer < size_; ++peer) {
-    check_nccl(ncclSend(static_cast<const char*>(send) + peer * block, count_per_rank, type, peer,
+    const size_t out = send_counts[static_cast<size_t>(peer)];
+    const size_t in = recv_counts[static_cast<size_t>(peer)];
+    check_nccl(ncclSend(static_cast<const char*>(send) + sent * esize, out, type, peer,
                         as_comm(comm_), as_stream(stream)),
                "ncclSend", as_comm(comm_));
-    check_nccl(ncclRecv(static_cast<char*>(recv) + peer * block, count_per_rank, type, peer,
-                        as_comm(comm_), as_stream(stream)),
+    check_nccl(ncclRecv(static_cast<char*>(recv) + received * esize, in, type, peer, as_comm(comm_),
+                        as_stream(stream)),
                "ncclRecv", as_comm(comm_));
+    sent += out;
+    received += in;
   }
   check_nccl(ncclGroupEnd(), "ncclGroupEnd", as_comm(comm_));
   settle("alltoall (ncclSend/ncclRecv group)");
+}
+
+void NcclCommunicator::allgatherv(const void* send, size_t send_count, void* recv,
+                                  const std::vector<size_t>& counts, DType dtype, void* stream) {
+  check_usable("allgatherv");
+  check_counts(counts, "allgatherv counts");
+  KOLO_CHECK_ARG(counts[static_cast<size_t>(rank_)] == send_count, "nccl allgatherv: rank ", rank_,
+                 " sends ", send_count, " elements but its count is ",
+                 counts[static_cast<size_t>(rank_)]);
+  const ncclDataType_t type = nccl_dtype(dtype);
+  const size_t esize = dtype_size(dtype);
+  check_nccl(ncclGroupStart(), "ncclGroupStart", as_comm(comm_));
+  size_t at = 0;
+  for (int root = 0; root < size_; ++root) {
+    const size_t n = counts[static_cast<size_t>(root)];
+    check_nccl(ncclBroadcast(send, static_cast<char*>(recv) + at * esize, n, type, root,
+                             as_comm(comm_), as_stream(stream)),
+               "ncclBroadcast", as_comm(comm_));
+    at += n;
+  }
+  check_nccl(ncclGroupEnd(), "ncclGroupEnd", as_comm(comm_));
+  settle("allgatherv (ncclBroadcast group)");
+}
+
+void NcclCommunicator::check_counts(const std::vector<size_t>& counts, const char* what) const {
+  KOLO_CHECK_ARG(counts.size() == static_cast<size_t>(size_), "nccl: ", what, ": ", counts.size(),
+                 " counts for ", size_, " ranks");
 }
 
 void NcclCommunicator::wait(void* stream) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "comm/base/dtype.h"
 #include "comm/base/error.h"
@@ -53,6 +54,14 @@ class NcclCommunicator {
   void allgather(const void* send, void* recv, size_t send_count, DType dtype, void* stream);
   void broadcast(const void* send, void* recv, size_t count, DType dtype, int root, void* stream);
   void alltoall(const void* send, void* recv, size_t count_per_rank, DType dtype, void* stream);
+  // Per-rank counts (size() of them, elements; blocks packed in rank order on both sides):
+  // rank r's `send_count` elements land at the offset of counts[r] in every rank's recv (one
+  // ncclBroadcast per rank, grouped), and an alltoall whose blocks differ per peer (one group
+  // of ncclSend/ncclRecv). A count list of another length is kInvalidArgument.
+  void allgatherv(const void* send, size_t send_count, void* recv,
+                  const std::vector<size_t>& counts, DType dtype, void* stream);
+  void alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                 const std::vector<size_t>& recv_counts, DType dtype, void* stream);
 
   // Returns once `stream`'s queued work is done. An NCCL error, or the deadline passing first,
   // aborts the communicator and throws (kPeerLost / kIo / kTimeout) naming this rank; every
@@ -70,6 +79,7 @@ class NcclCommunicator {
   // communicator and throws, naming `what`.
   int async_state(const char* what);
   void check_usable(const char* what) const;
+  void check_counts(const std::vector<size_t>& counts, const char* what) const;
   [[noreturn]] void fail(ErrorCode code, const std::string& message);
 
   int rank_, size_;

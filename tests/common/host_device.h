@@ -75,6 +75,26 @@ class HostDeviceSet final : public DeviceSet {
     calls_->add("broadcast");
     comm_.broadcast(data, count, dtype, root);
   }
+  void allgatherv(const void* send, size_t count, void* recv, const std::vector<size_t>& counts,
+                  DType dtype) override {
+    calls_->add("allgatherv");
+    comm_.allgatherv(send, count, recv, counts, dtype);
+  }
+  void alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                 const std::vector<size_t>& recv_counts, DType dtype) override {
+    calls_->add("alltoallv");
+    comm_.alltoallv(send, send_counts, recv, recv_counts, dtype);
+  }
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
+                      ReduceOp op) override {
+    calls_->add("reduce_scatter");
+    comm_.reduce_scatter(send, recv, recv_count, dtype, op);
+  }
+  std::shared_ptr<void> allocate(size_t bytes) override {
+    calls_->add("allocate");
+    auto held = std::make_shared<std::vector<char>>(bytes, 0x5a);
+    return std::shared_ptr<void>(held, held->data());
+  }
   void synchronize() override {
     if (calls_->fail_synchronize)
       throw Error(ErrorCode::kPeerLost,

@@ -2,8 +2,8 @@
 // (world 1: NCCL does not put two ranks on one device). Inputs are written by a producer
 // stream just before submission, so a result is right only if the engine waited for the
 // producer's event: a fused group averaged with a prescale and fp16 on the wire, a large
-// allreduce into another buffer (unfused), a broadcast, bf16 tensors, and many small tensors
-// fused into one buffer. Prints "kolo_gpu_engine_tests: N checks, M failed".
+// allreduce into another buffer (unfused), a broadcast, bf16 tensors, allgather, alltoall and
+// reduce_scatter into device memory, and many small tensors fused into one buffer. Prints "kolo_gpu_engine_tests: N checks, M failed".
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -110,6 +110,35 @@ void run(Engine& engine, cudaStream_t producer) {
     t.write(std::vector<float>(t.count, -2.0f), producer);
     engine.broadcast("bcast", t.view(producer), 0).check();
     expect(close_to(t.read(), -2.0f, 0.0f), "broadcast");
+  }
+  // Results the engine sizes stay on the device (world 1: allgather and alltoall copy,
+  // reduce_scatter scales).
+  {
+    DeviceTensor t(3 * 1000, DType::kFloat32);
+    t.write(std::vector<float>(t.count, 5.0f), producer);
+    TensorView v = t.view(producer);
+    v.shape = {3, 1000};
+    auto g = engine.allgather("gather", v);
+    g.check();
+    std::vector<float> back(t.count);
+    cudaMemcpy(back.data(), g.device_output(), back.size() * sizeof(float),
+               cudaMemcpyDeviceToHost);
+    expect(g.output().empty() && g.output_shape() == std::vector<int64_t>{3, 1000} &&
+               close_to(back, 5.0f, 0.0f),
+           "allgather into device memory");
+    auto a = engine.alltoall("alltoall", v);
+    a.check();
+    cudaMemcpy(back.data(), a.device_output(), back.size() * sizeof(float),
+               cudaMemcpyDeviceToHost);
+    expect(close_to(back, 5.0f, 0.0f), "alltoall into device memory");
+    OpOptions o;
+    o.prescale = 2.0;
+    o.postscale = 0.25;
+    auto r = engine.reduce_scatter("reduce_scatter", v, o);
+    r.check();
+    cudaMemcpy(back.data(), r.device_output(), back.size() * sizeof(float),
+               cudaMemcpyDeviceToHost);
+    expect(close_to(back, 2.5f, 0.0f), "reduce_scatter with scale factors into device memory");
   }
   // 200 small tensors submitted at once: fused, every one right.
   {
