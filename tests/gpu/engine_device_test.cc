@@ -3,7 +3,8 @@
 // stream just before submission, so a result is right only if the engine waited for the
 // producer's event: a fused group averaged with a prescale and fp16 on the wire, a large
 // allreduce into another buffer (unfused), a broadcast, bf16 tensors, allgather, alltoall and
-// reduce_scatter into device memory, and many small tensors fused into one buffer. Prints "kolo_gpu_engine_tests: N checks, M failed".
+// reduce_scatter into device memory, and many small tensors fused into one buffer. Prints
+// "kolo_gpu_engine_tests: N checks, M failed".
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -121,23 +122,20 @@ void run(Engine& engine, cudaStream_t producer) {
     auto g = engine.allgather("gather", v);
     g.check();
     std::vector<float> back(t.count);
-    cudaMemcpy(back.data(), g.device_output(), back.size() * sizeof(float),
-               cudaMemcpyDeviceToHost);
+    cudaMemcpy(back.data(), g.device_output(), back.size() * sizeof(float), cudaMemcpyDeviceToHost);
     expect(g.output().empty() && g.output_shape() == std::vector<int64_t>{3, 1000} &&
                close_to(back, 5.0f, 0.0f),
            "allgather into device memory");
     auto a = engine.alltoall("alltoall", v);
     a.check();
-    cudaMemcpy(back.data(), a.device_output(), back.size() * sizeof(float),
-               cudaMemcpyDeviceToHost);
+    cudaMemcpy(back.data(), a.device_output(), back.size() * sizeof(float), cudaMemcpyDeviceToHost);
     expect(close_to(back, 5.0f, 0.0f), "alltoall into device memory");
     OpOptions o;
     o.prescale = 2.0;
     o.postscale = 0.25;
     auto r = engine.reduce_scatter("reduce_scatter", v, o);
     r.check();
-    cudaMemcpy(back.data(), r.device_output(), back.size() * sizeof(float),
-               cudaMemcpyDeviceToHost);
+    cudaMemcpy(back.data(), r.device_output(), back.size() * sizeof(float), cudaMemcpyDeviceToHost);
     expect(close_to(back, 2.5f, 0.0f), "reduce_scatter with scale factors into device memory");
   }
   // 200 small tensors submitted at once: fused, every one right.
