@@ -109,6 +109,24 @@ class CudaDeviceSet final : public DeviceSet {
     nccl_->reduce_scatter(send, recv, recv_count, dtype, op, stream_);
   }
 
+  void reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+              int root) override {
+    on_device();
+    nccl_->reduce(send, recv, count, dtype, op, root, stream_);
+  }
+
+  void copy_to_host(void* host, const void* src, size_t bytes) override {
+    on_device();
+    check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
+    nccl_->wait(stream_);
+  }
+
+  void copy_from_host(void* dst, const void* host, size_t bytes) override {
+    on_device();
+    check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+    nccl_->wait(stream_);
+  }
+
   std::shared_ptr<void> allocate(size_t bytes) override {
     on_device();
     void* p = nullptr;

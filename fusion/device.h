@@ -46,6 +46,12 @@ class DeviceSet {
                          const std::vector<size_t>& recv_counts, DType dtype) = 0;
   virtual void reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
                               ReduceOp op) = 0;
+  // `count` elements reduced into root's recv (recv is not written on the other ranks).
+  virtual void reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                      int root) = 0;
+  // Copies between host memory and device memory, in stream order; both return once done.
+  virtual void copy_to_host(void* host, const void* src, size_t bytes) = 0;
+  virtual void copy_from_host(void* dst, const void* host, size_t bytes) = 0;
   // Device memory for a result the engine sizes, freed with the last holder (after the
   // stream's use of it: the executor synchronizes before a handle completes).
   virtual std::shared_ptr<void> allocate(size_t bytes) = 0;

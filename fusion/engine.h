@@ -103,6 +103,10 @@ struct EngineOptions {
   double stall_check_seconds = 60;     // KOLO_STALL_CHECK_SECONDS
   double stall_shutdown_seconds = 0;   // KOLO_STALL_SHUTDOWN_SECONDS (0 = never)
   std::string timeline_path;           // KOLO_TIMELINE
+  // KOLO_DEVICE_HIERARCHICAL: device allreduces of a set spanning several hosts are reduced
+  // inside each host (the device backend), between hosts by kolo's communicator on host memory,
+  // and broadcast back inside each host (fusion/device_hierarchical.h).
+  bool device_hierarchical = false;
   // Runs ops on device tensors (kolo_engine_cuda's cuda_device_backend()); null: refused.
   std::shared_ptr<DeviceBackend> device;
   static EngineOptions from_env();

@@ -16,6 +16,7 @@ EngineOptions EngineOptions::from_env() {
   o.stall_shutdown_seconds =
       env::get_double("KOLO_STALL_SHUTDOWN_SECONDS", o.stall_shutdown_seconds, 0, 1e9);
   o.timeline_path = env::get_or("KOLO_TIMELINE", "");
+  o.device_hierarchical = env::get_bool("KOLO_DEVICE_HIERARCHICAL", o.device_hierarchical);
   return o;
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "comm/base/error.h"
+#include "fusion/device_hierarchical.h"
 #include "fusion/executor.h"
 #include "fusion/op_plans.h"
 #include "timeline/timeline.h"
@@ -14,7 +15,11 @@
 namespace kolo::engine {
 
 DeviceSet& Executor::device_set(ProcessSet& set, int device) {
-  if (!set.device) set.device = options_.device->open(*set.comm, device);
+  if (!set.device) {
+    const bool across_hosts = options_.device_hierarchical && set.comm->cross_size() > 1;
+    set.device = across_hosts ? open_hierarchical(*options_.device, *set.comm, device)
+                              : options_.device->open(*set.comm, device);
+  }
   return *set.device;
 }
 

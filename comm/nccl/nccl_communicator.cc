@@ -165,6 +165,17 @@ void NcclCommunicator::broadcast(const void* send, void* recv, size_t count, DTy
   settle("ncclBroadcast");
 }
 
+void NcclCommunicator::reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+                              int root, void* stream) {
+  check_usable("reduce");
+  KOLO_CHECK_ARG(root >= 0 && root < size_, "nccl reduce: root ", root, " is outside [0, ", size_,
+                 ")");
+  check_nccl(ncclReduce(send, recv, count, nccl_dtype(dtype), nccl_op(op), root, as_comm(comm_),
+                        as_stream(stream)),
+             "ncclReduce", as_comm(comm_));
+  settle("ncclReduce");
+}
+
 void NcclCommunicator::alltoall(const void* send, void* recv, size_t count_per_rank, DType dtype,
                                 void* stream) {
   const std::vector<size_t> counts(static_cast<size_t>(size_), count_per_rank);

@@ -53,6 +53,8 @@ class NcclCommunicator {
                       void* stream);
   void allgather(const void* send, void* recv, size_t send_count, DType dtype, void* stream);
   void broadcast(const void* send, void* recv, size_t count, DType dtype, int root, void* stream);
+  void reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op, int root,
+              void* stream);
   void alltoall(const void* send, void* recv, size_t count_per_rank, DType dtype, void* stream);
   // Per-rank counts (size() of them, elements; blocks packed in rank order on both sides):
   // rank r's `send_count` elements land at the offset of counts[r] in every rank's recv (one

@@ -90,6 +90,21 @@ class HostDeviceSet final : public DeviceSet {
     calls_->add("reduce_scatter");
     comm_.reduce_scatter(send, recv, recv_count, dtype, op);
   }
+  void reduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
+              int root) override {
+    calls_->add("reduce");
+    std::vector<char> all(count * dtype_size(dtype));
+    comm_.allreduce(send, all.data(), count, dtype, op);
+    if (comm_.rank() == root) std::memcpy(recv, all.data(), all.size());
+  }
+  void copy_to_host(void* host, const void* src, size_t bytes) override {
+    calls_->add("copy_to_host");
+    std::memcpy(host, src, bytes);
+  }
+  void copy_from_host(void* dst, const void* host, size_t bytes) override {
+    calls_->add("copy_from_host");
+    std::memcpy(dst, host, bytes);
+  }
   std::shared_ptr<void> allocate(size_t bytes) override {
     calls_->add("allocate");
     auto held = std::make_shared<std::vector<char>>(bytes, 0x5a);
