@@ -8,6 +8,7 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
 #include <thread>
@@ -37,10 +38,12 @@ Engine::Impl::Impl(std::shared_ptr<Communicator> comm, EngineOptions opts)
 }
 
 void Engine::Impl::check_settings_agree() {
-  // Ranks that fuse or cache differently would disagree on what a response means.
+  // Ranks that fuse or cache differently would disagree on what a response means; ranks that
+  // split device sets differently would wait for each other.
   const std::pair<const char*, int64_t> settings[] = {
       {"KOLO_FUSION_THRESHOLD", static_cast<int64_t>(options_.fusion_threshold)},
-      {"KOLO_CACHE_CAPACITY", static_cast<int64_t>(options_.cache_capacity)}};
+      {"KOLO_CACHE_CAPACITY", static_cast<int64_t>(options_.cache_capacity)},
+      {"KOLO_DEVICE_HIERARCHICAL", options_.device_hierarchical ? 1 : 0}};
   const size_t n = std::size(settings), world = static_cast<size_t>(world_->size());
   std::vector<int64_t> mine, all(n * world);
   for (const auto& setting : settings) mine.push_back(setting.second);
@@ -162,10 +165,12 @@ void Engine::Impl::check_against_set(Submission* first, Submission* last, int se
     KOLO_CHECK_ARG(r.type != OpType::kBroadcast || (r.root >= 0 && r.root < set_size),
                    "broadcast of '", r.name, "': root ", r.root, " is not in [0, ", set_size, ")");
     if (r.device) {  // one device per set on a rank: the set's stream and buffer live there
-      auto [it, first] = set_devices_.emplace(set, op->input.device);
-      KOLO_CHECK_ARG(first || it->second == op->input.device, "tensor '", r.name, "' is on device ",
-                     op->input.device, " but process set ", set, " runs on device ", it->second,
+      std::atomic<int>& device = sets_[set]->device_id;  // written here only, under mutex_
+      const int known = device.load();
+      KOLO_CHECK_ARG(known < 0 || known == op->input.device, "tensor '", r.name, "' is on device ",
+                     op->input.device, " but process set ", set, " runs on device ", known,
                      " on rank ", world_->rank());
+      if (known < 0) device.store(op->input.device);
     }
   }
 }

@@ -93,7 +93,6 @@ class Engine::Impl {
   std::vector<std::shared_ptr<ProcessSet>> sets_;
   size_t active_sets_ = 1;
   std::map<int, uint64_t> barriers_;  // per set: barriers submitted so far
-  std::map<int, int> set_devices_;    // per set: the device of this rank's device tensors
   bool stopping_ = false, dead_ = false;
   bool idle_ = false;  // the loop waits for work: a submission wakes it
   ErrorCode death_code_ = ErrorCode::kPeerLost;

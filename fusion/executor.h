@@ -33,7 +33,8 @@ class Executor {
                   const std::vector<PendingMap::iterator>& members, const char* buf,
                   double postscale);
   // The device path (executor_device.cc): the set's device context, opened on first use on
-  // `device` (-1: the backend's current device, for a rank that joined and holds no tensor).
+  // `device` (-1, a rank that joined and holds no tensor of the op: the device of its earlier
+  // tensors in the set, else the backend's current device).
   DeviceSet& device_set(ProcessSet& set, int device);
   void pack_device(DeviceSet& dev, ProcessSet& set, const std::vector<const Response*>& group,
                    const std::vector<PendingMap::iterator>& members, char* buf);

@@ -16,6 +16,7 @@ namespace kolo::engine {
 
 DeviceSet& Executor::device_set(ProcessSet& set, int device) {
   if (!set.device) {
+    if (device < 0) device = set.device_id.load();  // this rank joined: its earlier tensors'
     const bool across_hosts = options_.device_hierarchical && set.comm->cross_size() > 1;
     set.device = across_hosts ? open_hierarchical(*options_.device, *set.comm, device)
                               : options_.device->open(*set.comm, device);

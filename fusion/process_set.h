@@ -2,6 +2,7 @@
 // set's rank 0) coordinator, and the ops submitted on this rank that have not finished.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -41,6 +42,9 @@ struct ProcessSet {
   bool joined = false;
   std::shared_ptr<Handle::State> join_state;
   std::unique_ptr<DeviceSet> device;  // opened by the set's first device op
+  // The device of this rank's device tensors in the set (-1: none yet): set at submission, read
+  // by the loop to open `device` where this rank holds no tensor of the op (it joined).
+  std::atomic<int> device_id{-1};
 
   ProcessSet(int id, std::shared_ptr<Communicator> comm, const EngineOptions& options);
 };

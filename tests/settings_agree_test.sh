@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Settings every rank must share (found by the hardening issue: a different
 # KOLO_SHM_BUFFER_BYTES gave SIGBUS or silent corruption, a different KOLO_FUSION_THRESHOLD
-# or KOLO_CACHE_CAPACITY wrong results; another KOLO_ALGORITHM other message sizes, another
+# or KOLO_CACHE_CAPACITY wrong results, a different KOLO_DEVICE_HIERARCHICAL a wait in the
+# device sets' splits; another KOLO_ALGORITHM other message sizes, another
 # KOLO_TRANSPORT a hang in setup): two ranks started torchrun-style with one setting
 # different both fail with exit status 1 and a message naming the setting and both values.
 # Usage: settings_agree_test.sh BUILD_DIR
@@ -27,6 +28,7 @@ check() {  # setting, value on rank 0, value on rank 1, expected text
 check KOLO_SHM_BUFFER_BYTES 4194304 1048576 "KOLO_SHM_BUFFER_BYTES differs between ranks: rank 0 uses 4194304 bytes, rank 1 uses 1048576"
 check KOLO_FUSION_THRESHOLD 67108864 1048576 "KOLO_FUSION_THRESHOLD differs between ranks: rank 0 uses 67108864, rank 1 uses 1048576"
 check KOLO_CACHE_CAPACITY 1024 0 "KOLO_CACHE_CAPACITY differs between ranks: rank 0 uses 1024, rank 1 uses 0"
+check KOLO_DEVICE_HIERARCHICAL 1 0 "KOLO_DEVICE_HIERARCHICAL differs between ranks: rank 0 uses 1, rank 1 uses 0"
 check KOLO_ALGORITHM ring tree "KOLO_ALGORITHM differs between ranks: rank 0 uses ring, rank 1 uses tree"
 check KOLO_TRANSPORT shm tcp "the transport (KOLO_TRANSPORT) differs between ranks: rank 0 uses shm, rank 1 uses tcp"
 echo "settings_agree_test: OK"
