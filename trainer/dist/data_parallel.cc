@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "comm/base/convert.h"
 #include "comm/base/error.h"
 #include "trainer/dist/job.h"
 
@@ -34,11 +33,18 @@ void broadcast_params(Communicator& comm, Model& model) {
   model.backend().copy_from_host(model.params(), host.data(), host.size());
 }
 
+// Elements of 16-bit gradients converted to fp32 at a time when folded into the accumulator.
+constexpr size_t kFoldPiece = size_t{1} << 18;
+
 }  // namespace
 
 DataParallel::DataParallel(std::shared_ptr<Communicator> comm, Model& model, const ZeroConfig& zero,
                            int accumulation, std::shared_ptr<engine::DeviceBackend> device)
-    : comm_(std::move(comm)), model_(model), zero_(zero), stage_(zero.stage) {
+    : comm_(std::move(comm)),
+      model_(model),
+      zero_(zero),
+      stage_(zero.stage),
+      on_device_(model.backend().device() != Device::kCpu) {
   KOLO_CHECK_ARG(comm_ != nullptr, "DataParallel needs a communicator");
   check(zero);
   KOLO_CHECK_ARG(accumulation >= 1, "gradient_accumulation_steps=", accumulation,
@@ -47,19 +53,15 @@ DataParallel::DataParallel(std::shared_ptr<Communicator> comm, Model& model, con
   partition_ =
       stage_ == 0 ? Partition{total, 0, total} : partition_of(model_.layout(), size(), rank());
   if (size() == 1) return;
-  if (model_.backend().device() != Device::kCpu) {
-    // The device path reduces gradients through the engine's device backend (NCCL); the
-    // sharded stages' collectives and discards work on host buffers so far.
-    KOLO_CHECK_ARG(stage_ == 0, "zero_optimization.stage: ", stage_, " with a model on ",
-                   model_.backend().name(), " over ", size(),
-                   " ranks is not supported yet; use stage 0 (one rank takes any stage)");
-    KOLO_CHECK_ARG(device != nullptr, "a model on ", model_.backend().name(), " over ", size(),
-                   " ranks needs the engine's device backend (cuda_device_backend())");
-  }
+  KOLO_CHECK_ARG(!on_device_ || device != nullptr, "a model on ", model_.backend().name(), " over ",
+                 size(), " ranks needs the engine's device backend (cuda_device_backend())");
   broadcast_params(*comm_, model_);
-  if (stage_ == 1) return;  // one reduce-scatter at the boundary, no engine
+  // Stage 1 reduces with one reduce-scatter at the boundary: no engine on the host; a device
+  // model's goes through the engine's device path.
+  if (stage_ == 1 && !on_device_) return;
   engine_ = std::make_unique<engine::Engine>(
       comm_, engine_options(zero, model_.dtype(), std::move(device)));
+  if (stage_ == 1) return;
   const bool shards = stage_ >= 2;
   reducer_ = std::make_unique<GradReducer>(
       *engine_, model_, shards ? partition_ : Partition{total, 0, total},
@@ -67,7 +69,12 @@ DataParallel::DataParallel(std::shared_ptr<Communicator> comm, Model& model, con
   model_.set_grads_ready_hook([this](const std::string& prefix) {
     if (reducing_ && zero_.overlap_comm) reducer_->submit(prefix);
   });
-  if (shards && accumulation > 1) accumulator_.assign(partition_.end - partition_.begin, 0.0f);
+  if (shards && accumulation > 1) {
+    const size_t block = partition_.end - partition_.begin;
+    accumulator_ = BackendBuffer(model_.backend(), block * sizeof(float));
+    if (model_.dtype() != DType::kFloat32)
+      scratch_ = BackendBuffer(model_.backend(), std::min(block, kFoldPiece) * sizeof(float));
+  }
   if (stage_ < 3) return;
   gatherer_ = std::make_unique<ParamGatherer>(
       *engine_, model_, partition_, static_cast<size_t>(zero.stage3_param_persistence_threshold),
@@ -121,7 +128,7 @@ size_t DataParallel::buffer_state_bytes() const {
   const size_t block = (partition_.end - partition_.begin) * esize;
   const size_t params = gatherer_ != nullptr ? gatherer_->resident_bytes() : full;
   const size_t grads = stage_ >= 2 && size() > 1 ? block : full;
-  return params + grads + accumulator_.size() * sizeof(float);
+  return params + grads + accumulator_.bytes();
 }
 
 void DataParallel::check(const ZeroConfig& zero) {
@@ -141,7 +148,7 @@ DataParallel::~DataParallel() {
 }
 
 void DataParallel::begin_micro(bool last_of_step) {
-  if (engine_ == nullptr) return;  // one rank, or stage 1 (reduces after the backward)
+  if (reducer_ == nullptr) return;  // one rank, or stage 1 (reduces after the backward)
   if (stage_ == 0) {
     reducing_ = last_of_step;  // no communication on inner micro-steps
     return;
@@ -158,11 +165,7 @@ void DataParallel::begin_micro(bool last_of_step) {
 void DataParallel::finish_reduction() {
   if (size() == 1) return;
   if (stage_ == 1) {
-    // In place: rank r's block of the buffer receives block r averaged over the ranks.
-    char* grads = static_cast<char*>(model_.grads());
-    const size_t esize = dtype_size(model_.dtype());
-    comm_->reduce_scatter(grads, grads + static_cast<size_t>(rank()) * partition_.block * esize,
-                          partition_.block, model_.dtype(), ReduceOp::kAverage);
+    reduce_scatter_grads();
     return;
   }
   reducer_->finish();
@@ -173,16 +176,22 @@ void DataParallel::finish_reduction() {
 
 void DataParallel::fold_into_accumulator() {
   if (accumulator_.empty()) return;
-  const size_t esize = dtype_size(model_.dtype()), n = accumulator_.size();
+  Backend& backend = model_.backend();
+  const DType dtype = model_.dtype();
+  const size_t esize = dtype_size(dtype), n = partition_.end - partition_.begin;
   char* block = static_cast<char*>(model_.grads()) + partition_.begin * esize;
-  constexpr size_t kChunk = 16384;
-  float scratch[kChunk];
-  for (size_t i = 0; i < n; i += kChunk) {
-    const size_t count = std::min(kChunk, n - i);
-    kolo::convert(scratch, DType::kFloat32, block + i * esize, model_.dtype(), count);
-    for (size_t j = 0; j < count; ++j) accumulator_[i + j] += scratch[j];
+  float* sum = static_cast<float*>(accumulator_.data());
+  if (dtype == DType::kFloat32) {
+    backend.add(sum, sum, block, n, DType::kFloat32);
+  } else {
+    float* piece = static_cast<float*>(scratch_.data());
+    for (size_t i = 0; i < n; i += kFoldPiece) {
+      const size_t count = std::min(kFoldPiece, n - i);
+      backend.convert(piece, DType::kFloat32, block + i * esize, dtype, count);
+      backend.add(sum + i, sum + i, piece, count, DType::kFloat32);
+    }
   }
-  model_.backend().zero(block, n * esize);
+  backend.zero(block, n * esize);
 }
 
 GradSource DataParallel::grads() const {
@@ -203,15 +212,46 @@ void DataParallel::zero_grads() {
                         (partition_.end - partition_.begin) * esize);
   model_.backend().discard(base + partition_.end * esize,
                            model_.buffer_bytes() - partition_.end * esize);
-  std::fill(accumulator_.begin(), accumulator_.end(), 0.0f);
+  if (!accumulator_.empty()) model_.backend().zero(accumulator_.data(), accumulator_.bytes());
+}
+
+engine::TensorView DataParallel::view(void* data, size_t elements, int64_t rows) const {
+  return {data,
+          model_.dtype(),
+          {rows, static_cast<int64_t>(elements)},
+          model_.backend().device_id(),
+          model_.backend().device_stream()};
+}
+
+void DataParallel::reduce_scatter_grads() {
+  // Rank r's block of the buffer receives block r averaged over the ranks.
+  char* grads = static_cast<char*>(model_.grads());
+  const size_t esize = dtype_size(model_.dtype()), block = partition_.block;
+  char* mine = grads + static_cast<size_t>(rank()) * block * esize;
+  if (!on_device_) {
+    comm_->reduce_scatter(grads, mine, block, model_.dtype(), ReduceOp::kAverage);  // in place
+    return;
+  }
+  engine::OpOptions average;
+  average.op = ReduceOp::kAverage;
+  engine::Handle h = engine_->reduce_scatter("zero.gradients", view(grads, block, size()), average);
+  h.check();
+  model_.backend().convert(mine, model_.dtype(), h.device_output(), model_.dtype(), block);
 }
 
 void DataParallel::allgather_params() {
-  // In place: every rank's block of the flat buffer to every rank.
+  // Every rank's block of the flat buffer to every rank.
   char* params = static_cast<char*>(model_.params());
-  const size_t esize = dtype_size(model_.dtype());
-  comm_->allgather(params + static_cast<size_t>(rank()) * partition_.block * esize, params,
-                   partition_.block, model_.dtype());
+  const size_t esize = dtype_size(model_.dtype()), block = partition_.block;
+  char* mine = params + static_cast<size_t>(rank()) * block * esize;
+  if (!on_device_) {
+    comm_->allgather(mine, params, block, model_.dtype());  // in place
+    return;
+  }
+  engine::Handle h = engine_->allgather("zero.parameters", view(mine, block));
+  h.check();
+  model_.backend().convert(params, model_.dtype(), h.device_output(), model_.dtype(),
+                           block * static_cast<size_t>(size()));
 }
 
 void DataParallel::gather_params() {

@@ -13,6 +13,11 @@
 // Stage 3: as stage 2, and the parameters outside the block are resident only while the model
 //   reads them (param_gatherer.h: gathered per group just in time, the next group prefetched).
 // The step's scalars (overflow flag, norm, loss, throughput) are agreed across ranks.
+// A model on a device (its backend's device() is not kCpu) takes every stage: its buffers go to
+// the engine as device tensors (the engine's device backend: NCCL), stage 1's reduce-scatter and
+// the parameter allgathers included. Discarding device memory only zeroes it (a cudaMalloc
+// buffer has no per-page release), so there ZeRO stages 2 and 3 save the master weights' and
+// optimizer's memory (host-side, train_step.h) but not the device buffers'.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +46,8 @@ class DataParallel {
   // `comm` spans the job (size 1: no engine; every call is local). Refuses ZeRO settings this
   // trainer does not implement, naming the key. The model's parameters are broadcast from
   // rank 0, so every rank starts from the same bits whatever it loaded. `accumulation`:
-  // micro-batches per optimizer step. A model on a device (its backend's device() is not
-  // kCpu) over several ranks needs `device`, the engine's device backend, and stage 0.
+  // micro-batches per optimizer step. A model on a device over several ranks needs `device`,
+  // the engine's device backend.
   DataParallel(std::shared_ptr<Communicator> comm, Model& model, const ZeroConfig& zero,
                int accumulation = 1, std::shared_ptr<engine::DeviceBackend> device = nullptr);
   // The refusals of the constructor alone, for programs that check settings before connecting.
@@ -91,20 +96,27 @@ class DataParallel {
 
  private:
   void fold_into_accumulator();
+  void reduce_scatter_grads();
   void allgather_params();
+  // A view of `elements` of the model's buffer at `data`, as the engine takes it (rows x
+  // elements: the device and producing stream of a device model).
+  engine::TensorView view(void* data, size_t elements, int64_t rows = 1) const;
 
   std::shared_ptr<Communicator> comm_;
   Model& model_;
   ZeroConfig zero_;
   int64_t stage_;
   Partition partition_;
-  std::unique_ptr<engine::Engine> engine_;  // null at size 1 and at stage 1
+  bool on_device_;                          // the model's buffers are device memory
+  std::unique_ptr<engine::Engine> engine_;  // null at size 1, and at stage 1 on the host
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<ParamGatherer> gatherer_;  // stage 3
   bool all_params_ = false;                  // stage 3 between gather_all and release
   bool reducing_ = false;                    // this backward's gradients go to the engine
   int micro_ = 0;                            // micro-batches begun in this step
-  std::vector<float> accumulator_;           // stage 2/3 with accumulation: this rank's block
+  // Stage 2/3 with accumulation: this rank's block in fp32, in the model's memory, and a piece
+  // of it for the conversions of 16-bit gradients into it.
+  BackendBuffer accumulator_, scratch_;
 };
 
 }  // namespace kolo::trainer

@@ -3,7 +3,6 @@
 #include "trainer/dist/param_gatherer.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "comm/base/error.h"
 
@@ -38,8 +37,11 @@ void ParamGatherer::start(const std::string& prefix, Group& g) {
   const size_t last = std::max(first, std::min(g.end, own_.end));
   char* base = static_cast<char*>(model_.params());
   const size_t esize = dtype_size(model_.dtype());
-  engine::TensorView mine{
-      base + first * esize, model_.dtype(), {static_cast<int64_t>(last - first)}};
+  engine::TensorView mine{base + first * esize,
+                          model_.dtype(),
+                          {static_cast<int64_t>(last - first)},
+                          model_.backend().device_id(),
+                          model_.backend().device_stream()};
   g.handle = engine_.allgather("zero3." + prefix, mine);
   g.in_flight = true;
 }
@@ -47,16 +49,22 @@ void ParamGatherer::start(const std::string& prefix, Group& g) {
 void ParamGatherer::complete(Group& g) {
   g.handle.check();
   g.in_flight = false;
-  const std::vector<char>& all = g.handle.output();
-  const size_t esize = dtype_size(model_.dtype());
-  KOLO_CHECK_EQ(all.size(), (g.end - g.begin) * esize, ErrorCode::kInternal,
-                "ZeRO stage 3: gathered bytes of a parameter group");
+  const std::vector<int64_t> shape = g.handle.output_shape();
+  KOLO_CHECK_EQ(shape.empty() ? 0 : static_cast<size_t>(shape[0]), g.end - g.begin,
+                ErrorCode::kInternal, "ZeRO stage 3: gathered elements of a parameter group");
+  // The result in host memory, or in device memory for a model on a device.
+  const char* all = g.handle.device_output() != nullptr
+                        ? static_cast<const char*>(g.handle.device_output())
+                        : g.handle.output().data();
   // Everything but this rank's own range, which only this rank writes (the optimizer).
   char* base = static_cast<char*>(model_.params());
+  const DType dt = model_.dtype();
+  const size_t esize = dtype_size(dt);
   const size_t cut1 = std::min(g.end, std::max(g.begin, own_.begin));
   const size_t cut2 = std::max(g.begin, std::min(g.end, own_.end));
-  std::memcpy(base + g.begin * esize, all.data(), (cut1 - g.begin) * esize);
-  std::memcpy(base + cut2 * esize, all.data() + (cut2 - g.begin) * esize, (g.end - cut2) * esize);
+  Backend& backend = model_.backend();
+  backend.convert(base + g.begin * esize, dt, all, dt, cut1 - g.begin);
+  backend.convert(base + cut2 * esize, dt, all + (cut2 - g.begin) * esize, dt, g.end - cut2);
   g.handle = engine::Handle();  // frees the engine's copy of the group
   g.resident = true;
 }

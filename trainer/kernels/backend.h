@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "comm/base/dtype.h"
 
@@ -136,6 +137,39 @@ class Backend {
   // Sum of squares of x (fp32 accumulation, returned as double); sets *nonfinite to true when
   // any element is inf or NaN (never resets it).
   virtual double sum_squares(const void* x, size_t n, DType dt, bool* nonfinite) = 0;
+};
+
+// An alloc() buffer of a backend that frees itself: for state a trainer component keeps in the
+// model's memory (host or device alike). Movable, not copyable; empty when default-made.
+class BackendBuffer {
+ public:
+  BackendBuffer() = default;
+  BackendBuffer(Backend& backend, size_t bytes)
+      : backend_(&backend), data_(bytes > 0 ? backend.alloc(bytes) : nullptr), bytes_(bytes) {}
+  ~BackendBuffer() {
+    if (data_ != nullptr) backend_->free(data_);
+  }
+  BackendBuffer(BackendBuffer&& other) noexcept { swap(other); }
+  BackendBuffer& operator=(BackendBuffer&& other) noexcept {
+    BackendBuffer(std::move(other)).swap(*this);
+    return *this;
+  }
+  BackendBuffer(const BackendBuffer&) = delete;
+  BackendBuffer& operator=(const BackendBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+  bool empty() const { return bytes_ == 0; }
+
+ private:
+  void swap(BackendBuffer& other) noexcept {
+    std::swap(backend_, other.backend_);
+    std::swap(data_, other.data_);
+    std::swap(bytes_, other.bytes_);
+  }
+  Backend* backend_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
 };
 
 // The CPU backend (OpenBLAS for GEMM). Single instance, thread-compatible.
