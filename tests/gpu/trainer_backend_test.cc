@@ -187,6 +187,28 @@ void kernel_tests() {
     be.sum_squares(y.p, y.n, dt, &bad);
     return std::vector<std::vector<float>>{{float(s), float(nonfinite), float(bad)}};
   });
+  // The optimizers' update kernels (a device model's step): three AdamW steps and three SGD
+  // steps with Nesterov momentum on fp32 master weights from gradients in dt, with a multiplier
+  // and a clipping factor; the weights and states read back.
+  compare("optimizer updates", [](Backend& be, DType dt) {
+    const size_t n = 200003;
+    Buf g(be, dt, random_values(n, 23, 300.0f));
+    Buf p(be, DType::kFloat32, random_values(n, 24)), m(be, DType::kFloat32, n);
+    Buf v(be, DType::kFloat32, n), q(be, DType::kFloat32, random_values(n, 25));
+    Buf buf(be, DType::kFloat32, n);
+    AdamWScalars a;
+    a.shrink = 1.0f - 1e-3f * 0.01f;
+    SgdScalars s{1e-2f, 0.01f, 0.9f, true};
+    for (int t = 1; t <= 3; ++t) {
+      a.step_size = 1e-3f / (1.0f - std::pow(0.9f, float(t)));
+      a.bc2_sqrt = std::sqrt(1.0f - std::pow(0.999f, float(t)));
+      be.adamw_update(static_cast<float*>(p.p), static_cast<float*>(m.p), static_cast<float*>(v.p),
+                      g.p, dt, n, 1.0f / 256, 0.5f, a);
+      be.sgd_update(static_cast<float*>(q.p), static_cast<float*>(buf.p), g.p, dt, n, 1.0f / 256,
+                    0.5f, s);
+    }
+    return std::vector{p.read(), m.read(), v.read(), q.read(), buf.read()};
+  });
 }
 
 // BERT-tiny with both heads on a padded batch: the CUDA model in dt against the CPU model in

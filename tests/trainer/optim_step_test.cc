@@ -4,11 +4,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "comm/base/convert.h"
 #include "comm/base/error.h"
+#include "trainer/data/rng.h"
+#include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/optim/adamw.h"
 #include "trainer/optim/sgd.h"
+#include "trainer/precision/mixed_precision.h"
 
 namespace kolo::trainer {
 namespace {
@@ -164,6 +171,68 @@ TEST(Optimizers, RejectOutOfRangeOptions) {
   }
   EXPECT_THROW(Sgd(layout, SgdOptions{0.0f, 0.0f, true}), Error);
   EXPECT_THROW(Sgd(layout, SgdOptions{-0.1f, 0.0f, false}), Error);
+}
+
+// Backend::adamw_update / sgd_update (what a model on a device updates with) on the CPU
+// backend, tensor by tensor through Optimizer::update_on, against the host path (the gradient
+// converted with the multiplier, then Optimizer::update piece by piece): the same bits for every
+// optimizer form and gradient dtype, on tensors longer than the kernels' pieces, at 1 and 2
+// kernel threads.
+TEST(Optimizers, BackendUpdatesGiveTheHostPathsBits) {
+  ParamLayout layout;
+  layout.add("w", {40000}, true);
+  layout.add("b", {333}, false);
+  const size_t n = layout.total();
+  auto adamw = [&](bool decoupled) {
+    return std::make_unique<AdamW>(layout, adam_options(decoupled));
+  };
+  auto sgd = [&](float momentum, bool nesterov) {
+    return std::make_unique<Sgd>(layout, SgdOptions{momentum, 0.05f, nesterov});
+  };
+  using Make = std::function<std::unique_ptr<Optimizer>()>;
+  const std::vector<Make> forms = {
+      [&] { return adamw(true); }, [&] { return adamw(false); }, [&] { return sgd(0.0f, false); },
+      [&] { return sgd(0.9f, false); }, [&] { return sgd(0.9f, true); }};
+  Rng rng(11);
+  std::vector<float> start(n, 0.0f), values(n, 0.0f);
+  for (const ParamInfo& p : layout.params())
+    for (size_t i = 0; i < p.numel; ++i) {
+      start[p.offset + i] = static_cast<float>(rng.uniform() - 0.5);
+      values[p.offset + i] = static_cast<float>(rng.uniform() * 600.0 - 300.0);
+    }
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (size_t f = 0; f < forms.size(); ++f) {
+      for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+        std::vector<char> grads(n * dtype_size(dt));
+        kolo::convert(grads.data(), dt, values.data(), DType::kFloat32, n);
+        std::unique_ptr<Optimizer> host = forms[f](), backend = forms[f]();
+        std::vector<float> host_params = start, backend_params = start;
+        MixedPrecision precision(layout, DType::kFloat32, host_params.data());
+        for (int step = 0; step < 3; ++step) {
+          const float multiplier = 1.0f / 256, grad_scale = 0.75f, lr = 0.01f;
+          precision.step(*host, grads.data(), dt, multiplier, lr, grad_scale);
+          backend->begin_step(lr);
+          for (const ParamInfo& p : layout.params()) {
+            std::vector<float*> state;
+            for (const OptimizerStateBuffer& b : backend->state())
+              state.push_back(b.data->data() + p.offset);
+            backend->update_on(cpu_backend(), p, backend_params.data() + p.offset,
+                               grads.data() + p.offset * dtype_size(dt), dt, multiplier, grad_scale,
+                               state.data());
+          }
+        }
+        const std::string what = std::string(host->name()) + " form " + std::to_string(f) + " " +
+                                 dtype_name(dt) + " threads " + std::to_string(threads);
+        EXPECT_EQ(backend_params, host_params) << what;
+        EXPECT_NE(backend_params, start) << what;
+        const auto hs = host->state(), bs = backend->state();
+        ASSERT_EQ(hs.size(), bs.size()) << what;
+        for (size_t k = 0; k < hs.size(); ++k) EXPECT_EQ(*bs[k].data, *hs[k].data) << what << k;
+      }
+    }
+  }
+  set_num_threads(1);
 }
 
 }  // namespace

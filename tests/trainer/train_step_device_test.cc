@@ -1,9 +1,13 @@
 // Training with the model's buffers on a "device" (the CPU kernels behind a backend that calls
-// itself one, device_like_cpu.h): TrainStep's phases on host copies of the gradients and
-// parameters, and DataParallel's ZeRO stages through the engine's device path (a host stand-in
-// for the device, tests/common/host_device.h). Both must give the host model's bits exactly.
+// itself one, device_like_cpu.h): TrainStep's phases through the backend (overflow and norm in
+// one sum_squares pass, the optimizer's update kernels on master weights and states in the
+// backend's memory, no host copy during the steps), and DataParallel's ZeRO stages through the
+// engine's device path (a host stand-in for the device, tests/common/host_device.h). Against
+// the host model: parameters, master weights and optimizer states to the bit, norms to rounding.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -53,13 +57,13 @@ TokenBatch batch_for(int step, int rank) {
   return b;
 }
 
-TrainConfig config_for(const char* dtype, int world, int stage, int accumulation = 1) {
+TrainConfig config_for(const char* dtype, int world, int stage, int accumulation, double clip) {
   nlohmann::json json = {
       {"train_batch_size", kBatch * world * accumulation},
       {"train_micro_batch_size_per_gpu", kBatch},
       {"gradient_accumulation_steps", accumulation},
       {"optimizer", {{"type", "AdamW"}, {"params", {{"lr", 1e-3}, {"weight_decay", 0.01}}}}},
-      {"gradient_clipping", 1.0},
+      {"gradient_clipping", clip},
       {"zero_optimization", {{"stage", stage}}}};
   if (std::string(dtype) == "float16")
     json["fp16"] = {{"enabled", true}, {"initial_scale_power", 8}};
@@ -67,56 +71,155 @@ TrainConfig config_for(const char* dtype, int world, int stage, int accumulation
   return parse_train_config(json, world, false);
 }
 
-// kSteps steps on `backend`; returns the parameters' bytes after them and each step's norm.
+// What a run leaves: the parameters' bytes, each step's norm, the host copy of the master
+// weights and optimizer states (TrainStep::state_to_host) and, on the device-like backend, the
+// host <-> device copies made during the steps.
 struct Trained {
   std::vector<char> params;
   std::vector<double> norms;
+  std::vector<float> master;
+  std::vector<std::vector<float>> states;
+  int step_copies = 0;
 };
 
+// Clipping off by default: the device path's norm (one Backend::sum_squares pass, scaled after)
+// differs from the host's in its last bits, and only the clipping factor carries it into the
+// parameters.
 struct Recipe {
   const char* dtype;
   int stage = 0;
   int accumulation = 1;
+  double clip = 0.0;
 };
 
-Trained train(Backend& backend, const Recipe& run, std::shared_ptr<Communicator> comm,
-              std::shared_ptr<engine::DeviceBackend> device = nullptr) {
-  const TrainConfig config = config_for(run.dtype, comm->size(), run.stage, run.accumulation);
-  Bert model(backend, tiny(), config.storage_dtype(), kBatch, kSeq, /*seed=*/3);
-  DataParallel parallel(comm, model, config.zero, run.accumulation, std::move(device));
-  TrainStep step(model, config, kSteps, &parallel);
-  Trained out;
-  for (int s = 0; s < kSteps; ++s) {
+// kSteps steps of `run` (after `first` earlier ones: the data and dropout follow the step).
+void steps(Bert& model, TrainStep& step, const Recipe& run, int rank, int first, int count,
+           Trained& out) {
+  for (int s = first; s < first + count; ++s) {
     for (int m = 0; m < run.accumulation; ++m) {
       step.begin_micro(m + 1 == run.accumulation);
       model.set_dropout_seed(static_cast<uint64_t>(s * run.accumulation + m));
-      model.forward(batch_for(s * run.accumulation + m, comm->rank()));
+      model.forward(batch_for(s * run.accumulation + m, rank));
       model.backward(step.loss_scale());
     }
     const StepResult r = step.finish(run.accumulation);
     EXPECT_TRUE(r.applied) << run.dtype << " step " << s;
     out.norms.push_back(r.grad_norm);
   }
+}
+
+void finish(Bert& model, TrainStep& step, DataParallel& parallel, Trained& out) {
   parallel.gather_all_params();  // stage 3 keeps only this rank's range otherwise
   out.params.resize(model.param_bytes());
-  backend.copy_to_host(out.params.data(), model.params(), out.params.size());
+  model.backend().copy_to_host(out.params.data(), model.params(), out.params.size());
   parallel.release_params();
+  step.state_to_host();
+  out.master.assign(step.master(), step.master() + (step.range().end - step.range().begin));
+  for (const OptimizerStateBuffer& b : step.optimizer().state()) out.states.push_back(*b.data);
+}
+
+int copies(Backend& backend) {
+  auto* like = dynamic_cast<DeviceLikeCpu*>(&backend);
+  return like != nullptr ? like->copies : 0;
+}
+
+Trained train(Backend& backend, const Recipe& run, std::shared_ptr<Communicator> comm,
+              std::shared_ptr<engine::DeviceBackend> device = nullptr) {
+  const TrainConfig config =
+      config_for(run.dtype, comm->size(), run.stage, run.accumulation, run.clip);
+  Bert model(backend, tiny(), config.storage_dtype(), kBatch, kSeq, /*seed=*/3);
+  DataParallel parallel(comm, model, config.zero, run.accumulation, std::move(device));
+  TrainStep step(model, config, kSteps, &parallel);
+  Trained out;
+  const int before = copies(backend);
+  steps(model, step, run, comm->rank(), 0, kSteps, out);
+  out.step_copies = copies(backend) - before;
+  finish(model, step, parallel, out);
   return out;
 }
 
-TEST(TrainStepDevice, OneRankMatchesTheHostModelBitForBit) {
+// The device path against the host run: the same parameters, master weights and optimizer
+// states to the bit (the update kernels share the host's arithmetic), norms to rounding.
+void expect_same(const Trained& dev, const Trained& host, const std::string& what) {
+  ASSERT_EQ(dev.norms.size(), host.norms.size()) << what;
+  for (size_t s = 0; s < host.norms.size(); ++s)
+    EXPECT_NEAR(dev.norms[s], host.norms[s], 1e-6 * host.norms[s]) << what << " step " << s;
+  EXPECT_EQ(dev.params, host.params) << what;
+  EXPECT_EQ(dev.master, host.master) << what;
+  EXPECT_EQ(dev.states, host.states) << what;
+  EXPECT_EQ(dev.step_copies, 0) << what << ": the steps copied between host and device";
+}
+
+TEST(TrainStepDevice, OneRankMatchesTheHostModel) {
   cpu_backend();  // the kernels' one-time setup
   for (const char* dtype : {"float32", "float16", "bfloat16"}) {
     kolo::testing::run_thread_ranks(1, TransportKind::kShm, [&](Communicator& c) {
       DeviceLikeCpu device;
-      const Trained host = train(cpu_backend(), {dtype}, borrowed(c));
-      const Trained dev = train(device, {dtype}, borrowed(c));
-      EXPECT_EQ(dev.norms, host.norms) << dtype;
-      EXPECT_EQ(dev.params, host.params) << dtype;
-      EXPECT_GE(device.copies, 2 * kSteps) << dtype;  // gradients down, parameters up
+      expect_same(train(device, {dtype}, borrowed(c)), train(cpu_backend(), {dtype}, borrowed(c)),
+                  dtype);
       return 0;
     });
   }
+}
+
+// With clipping on, the factor carries the norm's last bits: parameters within rounding.
+TEST(TrainStepDevice, ClippedStepsStayWithinRoundingOfTheHostModel) {
+  cpu_backend();
+  for (const char* dtype : {"float32", "float16"}) {
+    kolo::testing::run_thread_ranks(1, TransportKind::kShm, [&](Communicator& c) {
+      DeviceLikeCpu device;
+      const Recipe clipped{dtype, 0, 1, 1.0};
+      const Trained dev = train(device, clipped, borrowed(c));
+      const Trained host = train(cpu_backend(), clipped, borrowed(c));
+      EXPECT_EQ(dev.master.size(), host.master.size());
+      EXPECT_GT(host.norms[0], 1.0) << "the test needs clipping to act";
+      for (size_t s = 0; s < host.norms.size(); ++s)
+        EXPECT_NEAR(dev.norms[s], host.norms[s], 1e-5 * host.norms[s]) << dtype << " step " << s;
+      double worst = 0;
+      for (size_t i = 0; i < std::min(host.master.size(), dev.master.size()); ++i)
+        worst = std::max(worst, std::abs(double(dev.master[i]) - host.master[i]));
+      EXPECT_LT(worst, 1e-6) << dtype;  // lr 1e-3: updates of 1e-3, factors equal to ~1e-7
+      return 0;
+    });
+  }
+}
+
+// What a checkpoint does with a device model: state_to_host after two steps, the host copies
+// (and the 16-bit parameters) put into a fresh model and TrainStep, state_from_host; the third
+// step then gives the uninterrupted run's bits.
+TEST(TrainStepDevice, StateThroughTheHostResumesBitForBit) {
+  cpu_backend();
+  kolo::testing::run_thread_ranks(1, TransportKind::kShm, [&](Communicator& c) {
+    const Recipe run{"float16"};
+    DeviceLikeCpu device;
+    const Trained whole = train(device, run, borrowed(c));
+    const TrainConfig config = config_for(run.dtype, 1, 0, 1, 0.0);
+    Trained first;
+    {
+      Bert model(device, tiny(), config.storage_dtype(), kBatch, kSeq, 3);
+      DataParallel parallel(borrowed(c), model, config.zero, 1);
+      TrainStep step(model, config, kSteps, &parallel);
+      steps(model, step, run, 0, 0, kSteps - 1, first);
+      finish(model, step, parallel, first);
+    }
+    Bert model(device, tiny(), config.storage_dtype(), kBatch, kSeq, /*seed=*/99);
+    DataParallel parallel(borrowed(c), model, config.zero, 1);
+    TrainStep step(model, config, kSteps, &parallel);
+    device.copy_from_host(model.params(), first.params.data(), first.params.size());
+    std::copy(first.master.begin(), first.master.end(), step.master());
+    const std::vector<OptimizerStateBuffer> states = step.optimizer().state();
+    for (size_t k = 0; k < states.size(); ++k) *states[k].data = first.states[k];
+    step.optimizer().set_step_count(kSteps - 1);
+    step.state_from_host();
+    Trained rest;
+    steps(model, step, run, 0, kSteps - 1, 1, rest);
+    finish(model, step, parallel, rest);
+    EXPECT_EQ(rest.norms.back(), whole.norms.back());
+    EXPECT_EQ(rest.params, whole.params);
+    EXPECT_EQ(rest.master, whole.master);
+    EXPECT_EQ(rest.states, whole.states);
+    return 0;
+  });
 }
 
 // Stage 0 over two ranks: the gradients are averaged through the engine as device tensors
@@ -135,8 +238,7 @@ TEST(TrainStepDevice, TwoRanksAverageThroughTheEngineDevicePath) {
           return train(device, {dtype}, borrowed(c), backend);
         });
     for (size_t r = 0; r < 2; ++r) {
-      EXPECT_EQ(dev[r].norms, host[r].norms) << dtype << " rank " << r;
-      EXPECT_EQ(dev[r].params, host[r].params) << dtype << " rank " << r;
+      expect_same(dev[r], host[r], std::string(dtype) + " rank " + std::to_string(r));
       EXPECT_EQ(calls[r]->opened, std::vector<int>{0}) << dtype;
       EXPECT_GE(calls[r]->count("wait device 0 stream 7"), 1u) << dtype;
       EXPECT_GE(calls[r]->count("synchronize"), size_t{kSteps}) << dtype;
@@ -164,8 +266,7 @@ TEST(TrainStepDevice, ZeroStagesThroughTheEngineDevicePath) {
           return train(device, run, borrowed(c), backend);
         });
     for (size_t r = 0; r < 2; ++r) {
-      EXPECT_EQ(dev[r].norms, host[r].norms) << what << " rank " << r;
-      EXPECT_EQ(dev[r].params, host[r].params) << what << " rank " << r;
+      expect_same(dev[r], host[r], what + " rank " + std::to_string(r));
       // Stage 1: one reduce-scatter and one parameter allgather per step; stage 3 gathers
       // parameter groups, stage 2 the parameters after each step.
       if (run.stage == 1) {
@@ -183,7 +284,7 @@ TEST(TrainStepDevice, AModelOnADeviceNeedsTheEnginesDeviceBackend) {
   cpu_backend();
   kolo::testing::run_thread_ranks(2, TransportKind::kShm, [&](Communicator& c) {
     DeviceLikeCpu device;
-    const TrainConfig stage0 = config_for("float16", 2, 0);
+    const TrainConfig stage0 = config_for("float16", 2, 0, 1, 0.0);
     Bert model(device, tiny(), stage0.storage_dtype(), kBatch, kSeq, 3);
     try {
       DataParallel parallel(borrowed(c), model, stage0.zero, 1);

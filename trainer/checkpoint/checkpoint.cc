@@ -123,6 +123,7 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
   CHECK_OR_THROW(held.begin <= mine.begin && mine.end <= held.end, ErrorCode::kInternal,
                  "checkpoint: rank ", rank, " holds [", held.begin, ", ", held.end,
                  ") but must write [", mine.begin, ", ", mine.end, ")");
+  step.state_to_host();  // a model on a device: its master weights and states come up
   const std::vector<RangeOut> kinds = buffers(step);
   std::vector<TensorRef> pieces;
   std::vector<std::string> names;
@@ -351,6 +352,7 @@ TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep
   // This rank's range of every buffer, from whichever shards hold it.
   const Partition& held = step.range();
   read_checkpoint_range(folder, index, kinds, held.begin, held.end);
+  step.state_from_host();  // a model on a device: they go back down
   step.optimizer().set_step_count(index.at("optimizer_step").get<int64_t>());
   const nlohmann::json& s = index.at("loss_scaler");
   step.mutable_scaler().restore(s.at("scale").get<float>(), s.at("clean_steps").get<int64_t>(),

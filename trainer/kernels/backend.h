@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "comm/base/dtype.h"
+#include "trainer/kernels/optimizer_math.h"
 
 namespace kolo::trainer {
 
@@ -137,6 +138,18 @@ class Backend {
   // Sum of squares of x (fp32 accumulation, returned as double); sets *nonfinite to true when
   // any element is inf or NaN (never resets it).
   virtual double sum_squares(const void* x, size_t n, DType dt, bool* nonfinite) = 0;
+
+  // --- optimizer updates (optim/: AdamW, Sgd) on fp32 master weights in this memory -------------
+  // n elements of params (fp32) and of the states (fp32) updated in place from grads (grad_dt:
+  // a storage dtype, or float32); the gradient used is (grads * multiplier) * grad_scale, each
+  // product rounded to fp32, as the host path's conversion and update compute it. The element
+  // arithmetic is kernels/optimizer_math.h's.
+  virtual void adamw_update(float* params, float* exp_avg, float* exp_avg_sq, const void* grads,
+                            DType grad_dt, size_t n, float multiplier, float grad_scale,
+                            const AdamWScalars& s) = 0;
+  // momentum_buffer: n fp32, or null when s.momentum is 0.
+  virtual void sgd_update(float* params, float* momentum_buffer, const void* grads, DType grad_dt,
+                          size_t n, float multiplier, float grad_scale, const SgdScalars& s) = 0;
 };
 
 // An alloc() buffer of a backend that frees itself: for state a trainer component keeps in the

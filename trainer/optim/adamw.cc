@@ -1,5 +1,6 @@
 // AdamW: torch.optim.AdamW's single-tensor update over the flat master buffer, tensor by
-// tensor so weight decay follows ParamInfo.decay.
+// tensor so weight decay follows ParamInfo.decay; the element arithmetic is
+// kernels/optimizer_math.h's.
 #include "trainer/optim/adamw.h"
 
 #include <cmath>
@@ -34,23 +35,33 @@ void AdamW::prepare(float lr) {
   bc2_sqrt_ = static_cast<float>(std::sqrt(1.0 - std::pow(double(options_.beta2), t)));
 }
 
+AdamWScalars AdamW::scalars(const ParamInfo& info) const {
+  const float wd = info.decay ? options_.weight_decay : 0.0f;
+  AdamWScalars s;
+  s.beta1 = options_.beta1;
+  s.beta2 = options_.beta2;
+  s.eps = options_.eps;
+  // Decoupled decay shrinks p before the Adam update; L2 adds wd * p to the gradient.
+  s.shrink = options_.decoupled_weight_decay ? 1.0f - lr_ * wd : 1.0f;
+  s.l2 = options_.decoupled_weight_decay ? 0.0f : wd;
+  s.step_size = step_size_;
+  s.bc2_sqrt = bc2_sqrt_;
+  return s;
+}
+
 void AdamW::update(const ParamInfo& info, size_t first, size_t count, float* p, const float* g,
                    float grad_scale) {
-  const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
-  const float wd = info.decay ? options_.weight_decay : 0.0f;
-  // Decoupled decay shrinks p before the Adam update; L2 adds wd * p to the gradient.
-  const float shrink = options_.decoupled_weight_decay ? 1.0f - lr_ * wd : 1.0f;
-  const float l2 = options_.decoupled_weight_decay ? 0.0f : wd;
+  const AdamWScalars s = scalars(info);
   float* m = exp_avg_.data() + info.offset + first;
   float* v = exp_avg_sq_.data() + info.offset + first;
-  for (size_t i = 0; i < count; ++i) {
-    const float gi = g[i] * grad_scale + l2 * p[i];
-    p[i] *= shrink;
-    m[i] += (gi - m[i]) * (1.0f - b1);  // torch's lerp_(grad, 1 - beta1)
-    v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;
-    const float denom = std::sqrt(v[i]) / bc2_sqrt_ + eps;
-    p[i] -= step_size_ * (m[i] / denom);
-  }
+  for (size_t i = 0; i < count; ++i) adamw_element(p[i], m[i], v[i], g[i] * grad_scale, s);
+}
+
+void AdamW::update_on(Backend& backend, const ParamInfo& info, float* params, const void* grads,
+                      DType grad_dt, float multiplier, float grad_scale,
+                      float* const* state) const {
+  backend.adamw_update(params, state[0], state[1], grads, grad_dt, info.numel, multiplier,
+                       grad_scale, scalars(info));
 }
 
 std::vector<OptimizerStateBuffer> AdamW::state() {

@@ -28,11 +28,15 @@ class AdamW : public Optimizer {
   const char* name() const override;
   void update(const ParamInfo& info, size_t first, size_t count, float* params, const float* grads,
               float grad_scale) override;
+  void update_on(Backend& backend, const ParamInfo& info, float* params, const void* grads,
+                 DType grad_dt, float multiplier, float grad_scale,
+                 float* const* state) const override;
   std::vector<OptimizerStateBuffer> state() override;
   const AdamWOptions& options() const { return options_; }
 
  private:
   void prepare(float lr) override;
+  AdamWScalars scalars(const ParamInfo& info) const;  // this step's, for one tensor
 
   AdamWOptions options_;
   float lr_ = 0, step_size_ = 0, bc2_sqrt_ = 1;  // this step's scalars

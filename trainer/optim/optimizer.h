@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "trainer/kernels/backend.h"
 #include "trainer/layout/param_layout.h"
 
 namespace kolo::trainer {
@@ -37,6 +38,15 @@ class Optimizer {
   void begin_step(float lr);
   virtual void update(const ParamInfo& info, size_t first, size_t count, float* params,
                       const float* grads, float grad_scale) = 0;
+
+  // The same update of one whole tensor in a backend's memory (a model on a device,
+  // train/train_step.h), after begin_step(): params (fp32 master weights) and grads (grad_dt)
+  // point at the tensor's first element, state[k] at that element of a copy of state()[k] in the
+  // backend's memory. The gradient used is (grads * multiplier) * grad_scale, the host path's
+  // conversion and scale. Through Backend::adamw_update / sgd_update: the same arithmetic.
+  virtual void update_on(Backend& backend, const ParamInfo& info, float* params, const void* grads,
+                         DType grad_dt, float multiplier, float grad_scale,
+                         float* const* state) const = 0;
 
   // Named state buffers, for checkpoints.
   virtual std::vector<OptimizerStateBuffer> state() = 0;

@@ -16,20 +16,27 @@ Sgd::Sgd(const ParamLayout& layout, const SgdOptions& options)
   if (options.momentum > 0) momentum_buffer_.assign(layout.total(), 0.0f);
 }
 
+SgdScalars Sgd::scalars(const ParamInfo& info) const {
+  SgdScalars s;
+  s.lr = lr_;
+  s.weight_decay = info.decay ? options_.weight_decay : 0.0f;
+  s.momentum = options_.momentum;
+  s.nesterov = options_.nesterov;
+  return s;
+}
+
 void Sgd::update(const ParamInfo& info, size_t first, size_t count, float* p, const float* g,
                  float grad_scale) {
-  const float mu = options_.momentum;
-  const float wd = info.decay ? options_.weight_decay : 0.0f;
-  float* buf = mu > 0 ? momentum_buffer_.data() + info.offset + first : nullptr;
-  for (size_t i = 0; i < count; ++i) {
-    float d = g[i] * grad_scale + wd * p[i];
-    if (buf != nullptr) {
-      // The buffer starts at zero, so the first step gives buf = g as torch's clone does.
-      buf[i] = mu * buf[i] + d;
-      d = options_.nesterov ? d + mu * buf[i] : buf[i];
-    }
-    p[i] -= lr_ * d;
-  }
+  const SgdScalars s = scalars(info);
+  float* buf = s.momentum > 0 ? momentum_buffer_.data() + info.offset + first : nullptr;
+  for (size_t i = 0; i < count; ++i)
+    sgd_element(p[i], buf != nullptr ? buf + i : nullptr, g[i] * grad_scale, s);
+}
+
+void Sgd::update_on(Backend& backend, const ParamInfo& info, float* params, const void* grads,
+                    DType grad_dt, float multiplier, float grad_scale, float* const* state) const {
+  backend.sgd_update(params, options_.momentum > 0 ? state[0] : nullptr, grads, grad_dt, info.numel,
+                     multiplier, grad_scale, scalars(info));
 }
 
 std::vector<OptimizerStateBuffer> Sgd::state() {

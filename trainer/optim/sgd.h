@@ -25,12 +25,16 @@ class Sgd : public Optimizer {
   const char* name() const override { return "SGD"; }
   void update(const ParamInfo& info, size_t first, size_t count, float* params, const float* grads,
               float grad_scale) override;
+  void update_on(Backend& backend, const ParamInfo& info, float* params, const void* grads,
+                 DType grad_dt, float multiplier, float grad_scale,
+                 float* const* state) const override;
   // "momentum_buffer" when momentum > 0, nothing otherwise (as torch keeps none).
   std::vector<OptimizerStateBuffer> state() override;
   const SgdOptions& options() const { return options_; }
 
  private:
   void prepare(float lr) override { lr_ = lr; }
+  SgdScalars scalars(const ParamInfo& info) const;  // this step's, for one tensor
 
   SgdOptions options_;
   float lr_ = 0;

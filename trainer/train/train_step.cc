@@ -20,8 +20,8 @@ void* at(const Model& model, void* base, size_t elements) {
   return static_cast<char*>(base) + elements * dtype_size(model.dtype());
 }
 
-// A model on a device: a host copy of this rank's range of the parameters, which the phases
-// after backward work on (the optimizer and master weights are host code); empty on the host.
+// A model on a device: a host copy of this rank's range of the parameters, for the host copy of
+// the master weights that checkpoints read and write; empty on the host.
 std::vector<char> host_mirror(Model& model, const Partition& range) {
   if (model.backend().device() == Device::kCpu) return {};
   std::vector<char> host((range.end - range.begin) * dtype_size(model.dtype()));
@@ -43,6 +43,7 @@ TrainStep::TrainStep(Model& model, const TrainConfig& config, int64_t total_step
       max_norm_(config.gradient_clipping),
       range_(range_of(model, parallel)),
       layout_(model.layout().slice(range_.begin, range_.end)),
+      on_device_(model.backend().device() != Device::kCpu),
       host_params_(host_mirror(model, range_)),
       precision_(layout_, model.dtype(),
                  host_params_.empty() ? at(model, model.params(), range_.begin)
@@ -55,8 +56,46 @@ TrainStep::TrainStep(Model& model, const TrainConfig& config, int64_t total_step
       formula_bytes_(zero_formula_bytes(model.num_params(), model.dtype(), config,
                                         parallel != nullptr ? parallel->size() : 1)) {
   // precision_ took its master copy from the parameters above, after DataParallel (made first)
-  // broadcast rank 0's.
+  // broadcast rank 0's; a device's copies are taken the same way, its optimizer states start at
+  // zero as the host's do.
+  if (on_device_) {
+    Backend& backend = model_.backend();
+    const size_t n = range_.end - range_.begin;
+    if (model_.dtype() != DType::kFloat32) {
+      device_master_ = BackendBuffer(backend, n * sizeof(float));
+      backend.convert(device_master_.data(), DType::kFloat32,
+                      at(model_, model_.params(), range_.begin), model_.dtype(), n);
+    }
+    for (const OptimizerStateBuffer& state : optimizer_->state())
+      device_state_.emplace_back(backend, state.data->size() * sizeof(float));
+  }
   zero_grads();
+}
+
+float* TrainStep::device_master() {
+  return device_master_.empty() ? static_cast<float*>(at(model_, model_.params(), range_.begin))
+                                : static_cast<float*>(device_master_.data());
+}
+
+void TrainStep::state_to_host() {
+  if (!on_device_) return;
+  Backend& backend = model_.backend();
+  backend.copy_to_host(precision_.master(), device_master(),
+                       (range_.end - range_.begin) * sizeof(float));
+  const std::vector<OptimizerStateBuffer> states = optimizer_->state();
+  for (size_t k = 0; k < states.size(); ++k)
+    backend.copy_to_host(states[k].data->data(), device_state_[k].data(), device_state_[k].bytes());
+}
+
+void TrainStep::state_from_host() {
+  if (!on_device_) return;
+  Backend& backend = model_.backend();
+  backend.copy_from_host(device_master(), precision_.master(),
+                         (range_.end - range_.begin) * sizeof(float));
+  const std::vector<OptimizerStateBuffer> states = optimizer_->state();
+  for (size_t k = 0; k < states.size(); ++k)
+    backend.copy_from_host(device_state_[k].data(), states[k].data->data(),
+                           device_state_[k].bytes());
 }
 
 void TrainStep::zero_grads() {
@@ -79,41 +118,67 @@ size_t TrainStep::model_state_bytes() {
   return bytes;
 }
 
+void TrainStep::update_on_device(const GradSource& grads, float multiplier, float lr,
+                                 float grad_scale) {
+  Backend& backend = model_.backend();
+  optimizer_->begin_step(lr);
+  const size_t gsize = dtype_size(grads.dtype);
+  float* master = device_master();
+  std::vector<float*> state(device_state_.size());
+  for (const ParamInfo& info : layout_.params()) {
+    for (size_t k = 0; k < state.size(); ++k)
+      state[k] = static_cast<float*>(device_state_[k].data()) + info.offset;
+    optimizer_->update_on(backend, info, master + info.offset,
+                          static_cast<const char*>(grads.data) + info.offset * gsize, grads.dtype,
+                          multiplier, grad_scale, state.data());
+  }
+  if (!device_master_.empty())  // phase 6: the 16-bit parameters from the master weights
+    backend.convert(at(model_, model_.params(), range_.begin), model_.dtype(), master,
+                    DType::kFloat32, range_.end - range_.begin);
+}
+
 StepResult TrainStep::finish(int accumulation) {
   StepResult result;
   result.loss_scale = scaler_.scale();
   result.lr = lr();
   if (parallel_ != nullptr) parallel_->finish_reduction();
-  const GradSource source =
+  const GradSource grads =
       parallel_ != nullptr ? parallel_->grads() : GradSource{model_.grads(), model_.dtype()};
-  const void* grads = source.data;
-  const DType dtype = source.dtype;
-  if (!host_params_.empty()) {  // a model on a device: its gradients come to the host
-    host_grads_.resize((range_.end - range_.begin) * dtype_size(dtype));
-    model_.backend().copy_to_host(host_grads_.data(), grads, host_grads_.size());
-    grads = host_grads_.data();
+  const float multiplier = 1.0f / (result.loss_scale * static_cast<float>(accumulation));
+  // On a device one pass gives the overflow flag and this rank's part of the squared norm.
+  bool overflow = false;
+  double device_sumsq = 0.0;
+  if (on_device_) {
+    const double raw =
+        model_.backend().sum_squares(grads.data, range_.end - range_.begin, grads.dtype, &overflow);
+    device_sumsq = raw * static_cast<double>(multiplier) * static_cast<double>(multiplier);
+  } else {
+    overflow = precision_.check_overflow(grads.data, grads.dtype);
   }
-  bool overflow = precision_.check_overflow(grads, dtype);
   // Any rank's overflow skips the step on all of them (at stage 0 they agree already).
   if (parallel_ != nullptr) overflow = parallel_->any(overflow);
   result.applied = scaler_.update(overflow);
   if (result.applied) {
-    const float multiplier = 1.0f / (result.loss_scale * static_cast<float>(accumulation));
-    // The norm as partitions add it up (partition.h): the same bits at every stage.
+    // The norm as partitions add it up (partition.h): the same bits at every stage on the host.
     double sumsq;
-    if (sharded_)
-      sumsq = parallel_->ordered_sum(squared_norm(grads, dtype, multiplier, layout_));
+    if (on_device_)
+      sumsq = sharded_ ? parallel_->ordered_sum(device_sumsq) : device_sumsq;
+    else if (sharded_)
+      sumsq = parallel_->ordered_sum(squared_norm(grads.data, grads.dtype, multiplier, layout_));
     else if (parallel_ != nullptr && parallel_->size() > 1)
-      sumsq = partitioned_squared_norm(grads, dtype, multiplier, layout_, parallel_->size());
+      sumsq =
+          partitioned_squared_norm(grads.data, grads.dtype, multiplier, layout_, parallel_->size());
     else
-      sumsq = squared_norm(grads, dtype, multiplier, layout_);
+      sumsq = squared_norm(grads.data, grads.dtype, multiplier, layout_);
     result.grad_norm = std::sqrt(sumsq);
     const float factor = clip_factor(result.grad_norm, max_norm_);
-    precision_.step(*optimizer_, grads, dtype, multiplier, static_cast<float>(result.lr), factor);
-    precision_.copy_master_to_params();
-    if (!host_params_.empty())
-      model_.backend().copy_from_host(at(model_, model_.params(), range_.begin),
-                                      host_params_.data(), host_params_.size());
+    if (on_device_) {
+      update_on_device(grads, multiplier, static_cast<float>(result.lr), factor);
+    } else {
+      precision_.step(*optimizer_, grads.data, grads.dtype, multiplier,
+                      static_cast<float>(result.lr), factor);
+      precision_.copy_master_to_params();
+    }
     if (sharded_) parallel_->gather_params();
   }
   zero_grads();

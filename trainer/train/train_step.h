@@ -2,8 +2,12 @@
 // reduction across data-parallel ranks (when there are several), then runs the mixed-precision
 // phases (overflow check agreed by every rank, loss-scale update, unscale + global norm, clip,
 // update of the fp32 master weights, copy back) and keeps the learning-rate schedule. With a
-// model on a device those phases are host code working on host copies of the gradients and
-// parameters, downloaded before and uploaded after (one copy each way per step).
+// model on a device those phases run there: the overflow check and the norm in one
+// Backend::sum_squares pass, the update through Backend::adamw_update / sgd_update on fp32 master
+// weights and optimizer states kept in device memory, the copy back with Backend::convert; no
+// gradient or parameter crosses to the host. The host keeps a copy of the master weights and
+// states for checkpoints, brought up to date by state_to_host() and sent back by
+// state_from_host().
 #pragma once
 
 #include <cstdint>
@@ -56,7 +60,11 @@ class TrainStep {
   size_t formula_bytes() const { return formula_bytes_; }
 
   // For checkpoints: the range of the flat buffers this rank updates, its fp32 master weights
-  // (range().end - range().begin elements), its optimizer and the loss scaler.
+  // (range().end - range().begin elements), its optimizer and the loss scaler. With a model on a
+  // device these are the host copies: state_to_host() before reading them, state_from_host()
+  // after writing them (both do nothing on the host).
+  void state_to_host();
+  void state_from_host();
   const Partition& range() const { return range_; }
   float* master() { return precision_.master(); }
   Optimizer& optimizer() { return *optimizer_; }
@@ -64,20 +72,28 @@ class TrainStep {
 
  private:
   void zero_grads();
+  // The phases' device forms (a model on a device).
+  float* device_master();
+  void update_on_device(const GradSource& grads, float multiplier, float lr, float grad_scale);
 
   Model& model_;
   double max_norm_;
   // What this rank updates: the whole buffer, or its ZeRO partition (stage >= 1).
   Partition range_;
   ParamLayout layout_;  // model.layout() sliced to range_
-  // A model on a device: host copies of range_ of its parameters (what precision_ updates,
-  // uploaded after each step) and of its gradients (downloaded before the phases). Empty on
-  // the host, where precision_ works on the model's own buffers.
-  std::vector<char> host_params_, host_grads_;
+  bool on_device_;      // the model's buffers are device memory
+  // A model on a device: a host copy of range_ of its parameters, which precision_ wraps (its
+  // master weights are the checkpoints' host copy). Empty on the host, where precision_ works
+  // on the model's own buffers.
+  std::vector<char> host_params_;
   MixedPrecision precision_;
   DynamicLossScaler scaler_;
   LrSchedule schedule_;
   std::unique_ptr<Optimizer> optimizer_;
+  // A model on a device: the fp32 master weights of range_ (half storage; fp32 storage updates
+  // the parameters in place) and a copy of each of optimizer_->state()'s buffers, in its memory.
+  BackendBuffer device_master_;
+  std::vector<BackendBuffer> device_state_;
   DataParallel* parallel_;
   bool sharded_;  // stage >= 1 over several ranks
   size_t formula_bytes_;

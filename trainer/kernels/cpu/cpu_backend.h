@@ -74,6 +74,12 @@ class CpuBackend : public Backend {
 
   double sum_squares(const void* x, size_t n, DType dt, bool* nonfinite) override;
 
+  void adamw_update(float* params, float* exp_avg, float* exp_avg_sq, const void* grads,
+                    DType grad_dt, size_t n, float multiplier, float grad_scale,
+                    const AdamWScalars& s) override;
+  void sgd_update(float* params, float* momentum_buffer, const void* grads, DType grad_dt, size_t n,
+                  float multiplier, float grad_scale, const SgdScalars& s) override;
+
  private:
   // Buffers of kMapBytes and more are anonymous mappings (zero pages from the kernel, resident
   // only once written), so discard() can give their pages back: start -> the length asked

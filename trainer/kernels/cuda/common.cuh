@@ -161,6 +161,12 @@ class CudaBackend final : public Backend {
 
   double sum_squares(const void* x, size_t n, DType dt, bool* nonfinite) override;
 
+  void adamw_update(float* params, float* exp_avg, float* exp_avg_sq, const void* grads,
+                    DType grad_dt, size_t n, float multiplier, float grad_scale,
+                    const AdamWScalars& s) override;
+  void sgd_update(float* params, float* momentum_buffer, const void* grads, DType grad_dt, size_t n,
+                  float multiplier, float grad_scale, const SgdScalars& s) override;
+
   // --- for the kernel files ---------------------------------------------------------------
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t blas() const { return blas_; }
