@@ -60,8 +60,8 @@ if [[ -x $bundle/engine_overhead ]]; then
 else
   echo "engine_overhead: not run (no $bundle)" >"$out/engine_overhead.log"
 fi
-# BERT-base, seq 128, fp16 on the GPU: forward + backward, then with the optimizer step (host
-# AdamW on every core), the GEMMs against the backend's own 8192^3 rate (issue 17, point 4).
+# BERT-base, seq 128, fp16 on the GPU: forward + backward, then with the optimizer step (AdamW
+# on the device), the GEMMs against the backend's own 8192^3 rate (issue 17, point 4).
 if [[ -x $bundle/trainer_throughput ]]; then
   for extra in "" "--train"; do
     LD_LIBRARY_PATH=$bundle/lib:$cuda_lib:${LD_LIBRARY_PATH:-} timeout 240 \
