@@ -218,15 +218,18 @@ int run(const Options& o) {
                   peak[dtype] / 1e3);
     }
   } else {
+    kt::cpu_backend();  // it chooses OpenBLAS's kernels (kernels/cpu/gemm.h) before they are timed
     const double sgemm_one = sgemm_gflops(1), sgemm_all = sgemm_gflops(cores);
     const double sgemm_mine = o.threads == 1       ? sgemm_one
                               : o.threads == cores ? sgemm_all
                                                    : sgemm_gflops(o.threads);
-    std::printf("# OpenBLAS sgemm 1024^3: %.1f GFLOP/s at 1 thread, %.1f at %d (all cores)%s\n",
-                sgemm_one, sgemm_all, cores,
-                o.threads == 1 || o.threads == cores
-                    ? ""
-                    : (", " + std::to_string(sgemm_mine) + " at --threads").c_str());
+    std::printf(
+        "# OpenBLAS sgemm 1024^3 (%s kernels): %.1f GFLOP/s at 1 thread, %.1f at %d (all "
+        "cores)%s\n",
+        openblas_get_corename(), sgemm_one, sgemm_all, cores,
+        o.threads == 1 || o.threads == cores
+            ? ""
+            : (", " + std::to_string(sgemm_mine) + " at --threads").c_str());
     for (const std::string& name : o.dtypes) peak[kolo::parse_dtype(name, "--dtypes")] = sgemm_mine;
     peak[kolo::DType::kFloat32] = sgemm_mine;  // the torch row
   }

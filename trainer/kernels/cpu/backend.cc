@@ -15,6 +15,7 @@
 
 #include "comm/base/convert.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/gemm.h"
 #include "trainer/kernels/cpu/parallel.h"
 #include "trainer/kernels/cpu/vec.h"
 
@@ -220,6 +221,7 @@ Backend& cpu_backend() {
   }
   // OpenBLAS stays on the calling thread: the kernel pool splits large GEMMs (gemm.h).
   static CpuBackend backend = [] {
+    choose_blas_kernels();
     openblas_set_num_threads(1);
     return CpuBackend();
   }();

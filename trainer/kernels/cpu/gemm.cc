@@ -21,7 +21,8 @@ constexpr double kSplitWork = 4.0 * 1024 * 1024;
 // C, so a block gives the bits the whole product gives (KernelsParallel tests). OpenBLAS's
 // Haswell kernels (also its choice for AMD Zen, Zen 5 included) tile those rows by 24: a
 // 64-row block changed the last bits there, 24, 48, 96 and 192 did not (every transpose,
-// M 200-4096, N 136-256, K 136-4096). The other kernels seen tile by a divisor of 64.
+// M 200-4096, N 136-256, K 136-4096). The other kernels seen (SkylakeX's among them, on an
+// Intel Xeon with AVX-512) tile by a divisor of 64.
 size_t split_grain() {
   static const size_t grain = [] {
     const std::string core = openblas_get_corename();
