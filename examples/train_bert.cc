@@ -470,8 +470,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1024));
   app.add_option("--device", args.device,
                  "cpu, or cuda (one GPU per rank, device local_rank; builds with CUDA and NCCL): "
-                 "the model on the GPU, gradients averaged there with NCCL (ZeRO stage 0 over "
-                 "several ranks), the optimizer on the host")
+                 "the model, its gradients' reduction (NCCL, every ZeRO stage) and the "
+                 "optimizer step on the GPU")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
