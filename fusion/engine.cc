@@ -190,13 +190,13 @@ void Engine::Impl::enqueue(Submission&& op, int set, std::shared_ptr<Handle::Sta
   timeline_.begin(op.request.name, "NEGOTIATE");
   std::shared_ptr<void> ready;
   if (op.request.device) ready = options_.device->ready(op.input.device, op.input.stream);
-  queue_.push_back({set, Pending{std::move(op.request), op.input, op.output, std::move(state), 0,
-                                 std::move(ready)}});
+  queue_.push_back({set, Pending{std::move(op.request), std::move(op.input), std::move(op.output),
+                                 std::move(state), 0, std::move(ready)}});
 }
 
 // The path of every single op (allreduce, allgather, ...): no vectors around the one op.
 Handle Engine::Impl::submit(Request request, TensorView input, TensorView output, int set) {
-  Submission op{std::move(request), input, output};
+  Submission op{std::move(request), std::move(input), std::move(output)};
   check_submission(op, options_.device.get());
   auto state = std::make_shared<Handle::State>();
   state->driver = driver_;

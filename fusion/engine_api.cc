@@ -34,7 +34,8 @@ Handle Engine::allreduce(const std::string& name, TensorView input, TensorView o
                          const OpOptions& options) {
   KOLO_CHECK_ARG(input.count() == output.count() && input.dtype == output.dtype, "allreduce of '",
                  name, "': output must match the input's dtype and size");
-  return impl_->submit(make_request(name, OpType::kAllreduce, input, options), input, output,
+  Request request = make_request(name, OpType::kAllreduce, input, options);
+  return impl_->submit(std::move(request), std::move(input), std::move(output),
                        options.process_set);
 }
 

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <condition_variable>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -83,7 +82,8 @@ class Engine::Impl {
   // Guards everything below: shared between submitting threads and the loop.
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::pair<int, Pending>> queue_;
+  // Submitted ops not yet taken by the loop (a vector: it keeps its capacity from step to step).
+  std::vector<std::pair<int, Pending>> queue_;
   // Names submitted and not finished, per set: a name may be reused once its op is done.
   std::map<int, std::unordered_map<std::string, std::shared_ptr<Handle::State>>> active_;
   // Every registered set (null where this rank is not a member). The loop cycles the first
