@@ -23,7 +23,9 @@ namespace kolo::engine {
 using Clock = std::chrono::steady_clock;
 
 Engine::Impl::Impl(std::shared_ptr<Communicator> comm, EngineOptions opts)
-    : world_(std::move(comm)), options_(std::move(opts)) {
+    : world_(std::move(comm)),
+      options_(std::move(opts)),
+      yield_to_app_(waiters_drive(options_.progress, world_->local_size())) {
   check_settings_agree();
   sets_.push_back(std::make_shared<ProcessSet>(0, world_->split(0, world_->rank()), options_));
   if (!options_.timeline_path.empty()) {
@@ -200,6 +202,7 @@ Handle Engine::Impl::submit(Request request, TensorView input, TensorView output
   check_submission(op, options_.device.get());
   auto state = std::make_shared<Handle::State>();
   state->driver = driver_;
+  driver_->touch();
   std::lock_guard<std::mutex> lock(mutex_);
   check_against_set(&op, &op + 1, set);
   Handle handle(state);
@@ -222,6 +225,7 @@ std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int se
     states.push_back(one_state && i > 0 ? states[0] : std::make_shared<Handle::State>());
     states.back()->driver = driver_;
   }
+  driver_->touch();
   std::lock_guard<std::mutex> lock(mutex_);
   check_against_set(ops.data(), ops.data() + ops.size(), set);
   std::vector<Handle> handles(states.begin(), states.end());
@@ -257,6 +261,7 @@ void Engine::Impl::loop() {
       // Let the burst that woke us come in (a backward pass hands over gradient after
       // gradient); a thread that submits and then waits takes the work itself meanwhile.
       if (woken) settle(lock);
+      defer(lock);  // also before an idle cycle: peers need it only once this rank is quiet
     }
     Pass pass = Pass::kIdle;
     if (driver_->waiters.load() == 0) {
@@ -328,6 +333,24 @@ void Engine::Impl::settle(std::unique_lock<std::mutex>& lock) {
       std::chrono::duration<double, std::milli>(options_.cycle_time_ms));
   // Only a stop wakes this wait (submissions notify an idle loop only).
   wake_.wait_for(lock, window, [&] { return stopping_ || dead_; });
+}
+
+void Engine::Impl::defer(std::unique_lock<std::mutex>& lock) {
+  // A rank without a spare core: a cycle run here would take its time from the application's
+  // compute, and a thread that waits drives the cycles itself. Peers waiting in a cycle see
+  // this rank once the application goes quiet or waits, and never later than kMaxDeferMs.
+  if (!yield_to_app_) return;
+  using Ms = std::chrono::duration<double, std::milli>;
+  const auto grace = std::chrono::duration_cast<Clock::duration>(Ms(options_.waiter_grace_ms));
+  const auto latest =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(Ms(EngineOptions::kMaxDeferMs));
+  while (!stopping_ && !dead_) {
+    const Clock::time_point touched(
+        Clock::duration(driver_->touched.load(std::memory_order_relaxed)));
+    const auto until = std::min(touched + grace, latest);
+    if (Clock::now() >= until) return;
+    wake_.wait_until(lock, until, [&] { return stopping_ || dead_; });
+  }
 }
 
 void Engine::Impl::take_queue() {

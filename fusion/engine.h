@@ -99,10 +99,22 @@ class Handle {
 struct EngineOptions {
   size_t fusion_threshold = 64 << 20;  // KOLO_FUSION_THRESHOLD (bytes)
   double cycle_time_ms = 1.0;          // KOLO_CYCLE_TIME_MS: the loop thread's batching window
-  size_t cache_capacity = 1024;        // KOLO_CACHE_CAPACITY (0 disables the cache)
-  double stall_check_seconds = 60;     // KOLO_STALL_CHECK_SECONDS
-  double stall_shutdown_seconds = 0;   // KOLO_STALL_SHUTDOWN_SECONDS (0 = never)
-  std::string timeline_path;           // KOLO_TIMELINE
+  // KOLO_ENGINE_PROGRESS: who drives the cycles of ops that no thread waits for yet.
+  //   kThread: the loop thread, once the batching window has passed (overlap with compute);
+  //   kWaiter: while the application is active (it submitted or waited within the last
+  //     KOLO_WAITER_GRACE_MS), the loop thread leaves them to the thread that will wait for
+  //     them; it still drives them when the application goes quiet, and after at most
+  //     kMaxDeferMs of deferring in a row (peers waiting in a cycle are never held longer);
+  //   kAuto: kWaiter when this host's ranks leave no core for the loop thread (at least as many
+  //     ranks on the host as CPUs this process may use), else kThread.
+  enum class Progress : uint8_t { kAuto, kThread, kWaiter };
+  Progress progress = Progress::kAuto;
+  double waiter_grace_ms = 20;  // KOLO_WAITER_GRACE_MS
+  static constexpr double kMaxDeferMs = 250;
+  size_t cache_capacity = 1024;       // KOLO_CACHE_CAPACITY (0 disables the cache)
+  double stall_check_seconds = 60;    // KOLO_STALL_CHECK_SECONDS
+  double stall_shutdown_seconds = 0;  // KOLO_STALL_SHUTDOWN_SECONDS (0 = never)
+  std::string timeline_path;          // KOLO_TIMELINE
   // KOLO_DEVICE_HIERARCHICAL: device allreduces of a set spanning several hosts are reduced
   // inside each host (the device backend), between hosts by kolo's communicator on host memory,
   // and broadcast back inside each host (fusion/device_hierarchical.h).
@@ -111,6 +123,10 @@ struct EngineOptions {
   std::shared_ptr<DeviceBackend> device;
   static EngineOptions from_env();
 };
+
+// Whether `progress`, with kAuto resolved for a rank that shares its host with `local_size`
+// ranks (itself included), leaves the driving to the threads that wait (kWaiter).
+bool waiters_drive(EngineOptions::Progress progress, int local_size);
 
 struct EngineStats {
   uint64_t cycles = 0, negotiations = 0, cache_hits = 0, responses = 0;

@@ -67,6 +67,9 @@ class Engine::Impl {
   // With mutex_ held (released while it sleeps): waits the cycle time after a wake-up, so that
   // one cycle takes what a burst of submissions brings in that time, unless the engine stops.
   void settle(std::unique_lock<std::mutex>& lock);
+  // With mutex_ held (released while it sleeps): with yield_to_app_, waits while the application
+  // is active (Driver::touched within the grace), for at most EngineOptions::kMaxDeferMs.
+  void defer(std::unique_lock<std::mutex>& lock);
   // Moves the queue into the process sets; with mutex_ held.
   void take_queue();
   bool cycle(ProcessSet& set);
@@ -76,6 +79,9 @@ class Engine::Impl {
 
   std::shared_ptr<Communicator> world_;
   const EngineOptions options_;
+  // The loop thread defers to the application (EngineOptions::Progress::kWaiter, or kAuto on a
+  // host whose ranks leave no core spare).
+  const bool yield_to_app_;
   timeline::Timeline timeline_;
   StatCounters stats_;
 

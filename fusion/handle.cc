@@ -42,7 +42,9 @@ bool Handle::wait(std::chrono::milliseconds timeout) const {
       if (driver) ++driver->waiters;
     }
     ~Waiting() {
-      if (driver) --driver->waiters;
+      if (!driver) return;
+      driver->touch();  // the application was here until now
+      --driver->waiters;
     }
   } waiting(state_->driver.get());
   while (!state_->is_done()) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,14 @@ struct Driver {
   // Threads inside Handle::wait: while there are any, they drive and the loop thread stays out
   // of their way (taking over a cycle from a waiter costs it a wake-up).
   std::atomic<int> waiters{0};
+  // When an application thread last submitted an op or finished waiting for one
+  // (steady_clock ticks): the loop thread of a rank without a spare core defers to it
+  // (EngineOptions::Progress::kWaiter).
+  std::atomic<int64_t> touched{0};
+  void touch() {
+    touched.store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                  std::memory_order_relaxed);
+  }
 };
 
 struct Handle::State {

@@ -1,14 +1,23 @@
 // Host identity and topology.
 #include "comm/bootstrap/host.h"
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 
 #include "comm/base/env.h"
 
 namespace kolo::bootstrap {
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+}
 
 std::string host_identity() {
   if (auto name = env::get("KOLO_HOSTNAME")) return *name;

@@ -10,6 +10,10 @@ namespace kolo::bootstrap {
 
 std::string host_identity();
 
+// The CPUs this process may run on: its affinity mask (as a container or taskset limits it),
+// else the online CPUs.
+int usable_cpus();
+
 struct Topology {
   int local_rank = 0, local_size = 1;  // position among the ranks of this host
   int cross_rank = 0, cross_size = 1;  // this host's index (by lowest rank) and the host count

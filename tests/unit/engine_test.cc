@@ -220,6 +220,51 @@ TEST(Engine, BadArgumentsAreRefusedAtSubmissionAndTheEngineCarriesOn) {
   });
 }
 
+TEST(Engine, ProgressSettingIsCheckedNamingIt) {
+  ::setenv("KOLO_ENGINE_PROGRESS", "sometimes", 1);
+  try {
+    EngineOptions::from_env();
+    ADD_FAILURE() << "KOLO_ENGINE_PROGRESS=sometimes was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("KOLO_ENGINE_PROGRESS='sometimes'"), std::string::npos)
+        << e.what();
+  }
+  ::setenv("KOLO_ENGINE_PROGRESS", "waiter", 1);
+  EXPECT_EQ(EngineOptions::from_env().progress, EngineOptions::Progress::kWaiter);
+  ::setenv("KOLO_ENGINE_PROGRESS", "thread", 1);
+  EXPECT_EQ(EngineOptions::from_env().progress, EngineOptions::Progress::kThread);
+  ::unsetenv("KOLO_ENGINE_PROGRESS");
+  EXPECT_EQ(EngineOptions::from_env().progress, EngineOptions::Progress::kAuto);
+  EXPECT_TRUE(engine::waiters_drive(EngineOptions::Progress::kWaiter, 1));
+  EXPECT_FALSE(engine::waiters_drive(EngineOptions::Progress::kThread, 1 << 20));
+  EXPECT_TRUE(engine::waiters_drive(EngineOptions::Progress::kAuto, 1 << 20));
+}
+
+TEST(Engine, InWaiterModeAnOpNobodyWaitsForStillCompletes) {
+  // The loop thread defers to a busy application, but never longer than kMaxDeferMs in a row:
+  // here the grace period is far longer than that, and rank 1 only polls.
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    EngineOptions options = quick_options();
+    options.progress = EngineOptions::Progress::kWaiter;
+    options.waiter_grace_ms = 10000;
+    Engine eng(borrowed(comm), options);
+    std::vector<float> f(16, float(comm.rank() + 1));
+    TensorView fv{f.data(), DType::kFloat32, {16}};
+    Handle h = eng.allreduce("polled", fv, fv);
+    const auto start = std::chrono::steady_clock::now();
+    if (comm.rank() == 0) {
+      h.check();
+    } else {
+      while (!h.done()) std::this_thread::sleep_for(1ms);
+      h.check();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+    EXPECT_EQ(f[15], 3.0f);
+    return 0;
+  });
+}
+
 TEST(Engine, StallShutdownNamesTheMissingRank) {
   run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
     EngineOptions o = quick_options();

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -30,6 +29,7 @@
 
 #include "comm/base/env.h"
 #include "comm/base/error.h"
+#include "comm/bootstrap/host.h"
 #include "comm/net/auth.h"
 #include "comm/transport/shm/context.h"
 #include "tools/kolorun/kolorun_options.h"
@@ -43,14 +43,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kExitUsage = 2;
 constexpr int kExitFailure = 1;
 constexpr int kGroupPollMs = 50;  // re-check for leftover processes while stopping
-
-// The CPUs this process may run on (its affinity mask, as a container or taskset limits it).
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-}
 
 // The kernel picks a free port for port 0; it is released again for rank 0 to bind. Someone
 // else could take it in between, which --port avoids.
@@ -190,7 +182,7 @@ void Launcher::setup() {
   setenv("KOLO_LAUNCHER", "kolorun", 1);
   // The ranks' math libraries share the host's CPUs instead of each starting a thread per CPU
   // (OpenBLAS and OpenMP do by default), unless the user chose.
-  const std::string threads = std::to_string(std::max(1, usable_cpus() / opts_.np));
+  const std::string threads = std::to_string(std::max(1, bootstrap::usable_cpus() / opts_.np));
   for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
     setenv(name, threads.c_str(), 0);
   // Every job is authenticated: a secret of the user's (KOLO_SECRET, KOLO_SECRET_FILE) or a fresh
