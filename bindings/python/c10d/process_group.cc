@@ -9,7 +9,6 @@
 #include "bindings/python/c10d/store.h"
 #include "bindings/python/c10d/tensors.h"
 #include "comm/base/error.h"
-#include "fusion/engine.h"
 
 namespace kolo::c10d_backend {
 namespace {
@@ -57,12 +56,8 @@ ProcessGroupKolo::ProcessGroupKolo(const c10::intrusive_ptr<::c10d::Store>& stor
   // a routable address, which kolo allows with a job secret (KOLO_SECRET) or KOLO_INSECURE=1.
   options.store_on_loopback = false;
   comm_ = Communicator::create(std::make_shared<C10dStore>(store), rank, size, options);
-  run_here_ =
-      engine::waiters_drive(engine::EngineOptions::from_env().progress, comm_->local_size());
-  // A worker thread waits while DDP's backward computes on the same cores: no busy polling.
-  // A caller running its own collective has nothing else to do (as a thread waiting in the
-  // engine does).
-  comm_->set_busy_polling(run_here_);
+  // The worker thread waits while DDP's backward computes on the same cores: no busy polling.
+  comm_->set_busy_polling(false);
   init();
 }
 
@@ -72,10 +67,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::enqueue(OpType type,
                                                            std::vector<at::Tensor> outputs,
                                                            std::function<void(Communicator&)> run) {
   auto work = c10::make_intrusive<Work>(rank_, type, std::move(outputs));
-  if (run_here_)
-    queue_.run_here(work, [&] { run(*comm_); });
-  else
-    queue_.submit(work, [comm = comm_.get(), run = std::move(run)] { run(*comm); });
+  queue_.submit(work, [comm = comm_.get(), run = std::move(run)] { run(*comm); });
   return work;
 }
 

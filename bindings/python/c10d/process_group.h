@@ -61,8 +61,7 @@ class ProcessGroupKolo : public ::c10d::ProcessGroup {
   c10::intrusive_ptr<::c10d::Work> barrier(const ::c10d::BarrierOptions& opts) override;
 
  private:
-  // Queues `run` on the worker (or runs it here, run_here_); the Work returned completes when
-  // it has run.
+  // Queues `run` on the worker; the Work returned completes when it has run.
   c10::intrusive_ptr<::c10d::Work> enqueue(::c10d::OpType type, std::vector<at::Tensor> outputs,
                                            std::function<void(Communicator&)> run);
   // A per-call timeout other than the group's is refused: kolo has one per communicator.
@@ -70,9 +69,6 @@ class ProcessGroupKolo : public ::c10d::ProcessGroup {
 
   std::shared_ptr<Communicator> comm_;  // used by the worker thread only, after construction
   std::chrono::milliseconds timeout_;
-  // Collectives run on the calling thread (KOLO_ENGINE_PROGRESS's waiter progress, the default
-  // on a host whose ranks leave no core spare), not on the worker.
-  bool run_here_ = false;
   WorkQueue queue_;  // last: its thread stops before the communicator goes
 };
 

@@ -58,29 +58,10 @@ void WorkQueue::submit(c10::intrusive_ptr<Work> work, std::function<void()> run)
   state_->wake.notify_one();
 }
 
-void WorkQueue::run_here(const c10::intrusive_ptr<Work>& work, const std::function<void()>& run) {
-  std::lock_guard<std::mutex> lock(here_);
-  execute(*work, run, false);
-}
-
-void WorkQueue::execute(Work& work, const std::function<void()>& run, bool abandoned) {
+void WorkQueue::loop(const std::shared_ptr<State>& state) {
   // Results are written in place, also into tensors that require grad (a broadcast parameter):
   // autograd has no part in a collective, as in torch's own backends.
   c10::AutoGradMode no_grad(false);
-  std::exception_ptr error;
-  try {
-    if (abandoned)
-      KOLO_THROW(ErrorCode::kInvalidArgument,
-                 "the process group was destroyed before this "
-                 "collective ran");
-    run();
-  } catch (...) {
-    error = std::current_exception();
-  }
-  work.complete(error);
-}
-
-void WorkQueue::loop(const std::shared_ptr<State>& state) {
   for (;;) {
     Item item;
     bool abandoned = false;
@@ -92,7 +73,17 @@ void WorkQueue::loop(const std::shared_ptr<State>& state) {
       state->queue.pop_front();
       abandoned = state->abandoned;
     }
-    execute(*item.work, item.run, abandoned);
+    std::exception_ptr error;
+    try {
+      if (abandoned)
+        KOLO_THROW(ErrorCode::kInvalidArgument,
+                   "the process group was destroyed before this "
+                   "collective ran");
+      item.run();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    item.work->complete(error);
   }
 }
 

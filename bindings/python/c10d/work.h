@@ -47,10 +47,6 @@ class WorkQueue {
 
   // Queues `run`; its return or exception completes `work`.
   void submit(c10::intrusive_ptr<Work> work, std::function<void()> run);
-  // Runs `run` on the calling thread instead, and completes `work` before returning (one
-  // caller at a time). For a rank without a spare core: a worker could only take turns with
-  // the caller, and each hand-over to it and back costs a wake-up on busy cores.
-  void run_here(const c10::intrusive_ptr<Work>& work, const std::function<void()>& run);
 
  private:
   struct Item {
@@ -66,10 +62,6 @@ class WorkQueue {
     bool abandoned = false;  // destroyed by the worker itself: fail what is left, run nothing
   };
   static void loop(const std::shared_ptr<State>& state);
-  // Runs `run` (refused when `abandoned`) and completes `work` with its outcome.
-  static void execute(Work& work, const std::function<void()>& run, bool abandoned);
-
-  std::mutex here_;  // run_here's callers, one at a time
 
   std::shared_ptr<State> state_ = std::make_shared<State>();
   std::thread thread_;  // last: starts once the state exists
