@@ -15,7 +15,8 @@
 //
 // Otherwise (ordinary buffers in several processes) the direct collectives are staged: reading
 // another process's private memory needs the kernel (process_vm_readv), which pins every page
-// and runs at under half of memcpy speed here. The data streams through each rank's two
+// and ran at 0.4-0.7x of memcpy's speed on the machines measured (alltoall, which copies every
+// byte once anyway, reads its large blocks that way). The data streams through each rank's two
 // staging slots instead: in each round a rank copies the next pieces of its data into its slot
 // for the round's generation and arrives; once all have arrived every rank takes the pieces
 // meant for it (combining them, for the reduce-scatter half of an allreduce) while they are
@@ -43,6 +44,12 @@ constexpr size_t kStreamingBytes = 1 << 20;
 // win. np=2, three interleaved runs each: 256 MiB 6.2-7.3 GB/s against 4.9-6.4, 64 MiB 6.7-7.2
 // against 5.7-6.2, 32 MiB 6.7-8.9 against 4.0-6.2; 4 MiB 9.6-10.3 against 10.9-11.5.
 constexpr size_t kOwnStreamingBytes = 32 << 20;
+// alltoall from ordinary buffers: from this block size on, ranks read their blocks from the
+// peers' send buffers through the kernel instead of staging them. fp32, `--compare mpi`, two
+// runs each, us (kernel / staged): np=4 512 KiB 131-134 / 366-377, np=2 32 MiB 4755-5717 /
+// 7456-7579, np=8 4 MiB 1952-2163 / 2845-3939; np=2 64 KiB (32 KiB blocks) 5.6-6.1 / 7.5-7.6;
+// with 8 KiB blocks (np=8, 64 KiB) staging was faster: 63-79 / 88-120.
+constexpr size_t kKernelReadBlockBytes = 32 * 1024;
 
 char* chunk_buffer() {
   alignas(64) static thread_local char buffer[kChunkBytes];
@@ -323,13 +330,28 @@ void check_alltoallv_sizes(transport::SharedMemory& ctx, uint64_t generation) {
   }
 }
 
+// The largest block any rank sends another (from `generation`'s slots: the same on every rank).
+size_t largest_block(transport::SharedMemory& ctx, uint64_t generation) {
+  const int n = ctx.size();
+  uint64_t most = 0;
+  for (int p = 0; p < n; ++p) {
+    const auto* from = reinterpret_cast<const uint64_t*>(ctx.stage_slot_of(p, generation));
+    for (int q = 0; q < n; ++q)
+      if (q != p) most = std::max(most, from[q]);
+  }
+  return static_cast<size_t>(most);
+}
+
 }  // namespace
 
 // When every send buffer can be read with plain loads (alloc_shared buffers, or ranks that are
 // threads of one process), rank r copies its block straight from each peer's send buffer, at
-// the offset the peer published: one copy per byte. Otherwise every rank stages its blocks for
-// the others piece by piece; the rounds run to the largest block any rank sends, agreed
-// through the published values.
+// the offset the peer published: one copy per byte. Ordinary buffers are read the same way
+// through the kernel (process_vm_readv) when blocks are large enough for its per-call cost;
+// one copy at its speed beat two through the staging slots and a barrier per round here
+// (kKernelReadBlockBytes). Otherwise every rank stages its blocks for the others piece by
+// piece; the rounds run to the largest block any rank sends, agreed through the published
+// values.
 void shm_direct_alltoallv(transport::SharedMemory& ctx, const char* send,
                           const std::vector<size_t>& send_bytes,
                           const std::vector<size_t>& send_offsets, char* recv,
@@ -356,7 +378,8 @@ void shm_direct_alltoallv(transport::SharedMemory& ctx, const char* send,
   ctx.arrive(generation);
   ctx.wait_generation(generation);
   check_alltoallv_sizes(ctx, generation);
-  if (ctx.plain_reads(1)) {
+  if (ctx.plain_reads(1) ||
+      (ctx.kernel_reads() && largest_block(ctx, generation) >= kKernelReadBlockBytes)) {
     if (send_bytes[self] > 0)
       std::memmove(recv + recv_offsets[self], send + send_offsets[self], send_bytes[self]);
     for (int step = 1; step < n; ++step) {

@@ -39,6 +39,9 @@ class SharedMemory {
   // True when every rank's published buffer `index` can be read with plain loads (same process,
   // or mapped shared buffers); the same answer on every rank after the sync() that follows.
   virtual bool plain_reads(int index) const = 0;
+  // True when every rank may read every peer's private memory through the kernel (read_peer on
+  // an address outside any shared region: process_vm_readv); the same answer on every rank.
+  virtual bool kernel_reads() const = 0;
   virtual bool same_process(int peer) const = 0;
   // Copies `bytes` at `remote` (an address in the peer's address space) to `local`.
   virtual void read_peer(int peer, const void* remote, void* local, size_t bytes) = 0;
