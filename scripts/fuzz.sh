@@ -2,7 +2,7 @@
 # Builds kolo's libFuzzer targets (tests/fuzz/, Clang with AddressSanitizer and
 # UndefinedBehaviorSanitizer) in build-fuzz/ and runs each for SECONDS from its seeds
 # (tests/fuzz/seeds/TARGET/) and what earlier runs found (build-fuzz/corpus/TARGET/). CI runs
-# `scripts/fuzz.sh all 30`; a longer run finds more.
+# `scripts/fuzz.sh all 20`; a longer run finds more.
 #   scripts/fuzz.sh TARGET|all SECONDS [libFuzzer arguments...]
 # Prints one line per target:
 #   fuzz TARGET: N execs, cov C, ft F, S s, clean

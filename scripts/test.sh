@@ -6,18 +6,22 @@
 # targets (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+start=$(date +%s)
 bash scripts/install_deps.sh
 bash scripts/fetch_data.sh
+echo "test.sh: dependencies and data took $(( $(date +%s) - start )) s"
+start=$(date +%s)
 bash scripts/build.sh
+echo "test.sh: build took $(( $(date +%s) - start )) s"
 bash scripts/format --check
 python3 scripts/check_layers.py
 # The engine's threads under ThreadSanitizer (its own build in build-tsan/).
 start=$(date +%s)
 bash scripts/tsan_engine.sh
 echo "test.sh: ThreadSanitizer build and engine tests took $(( $(date +%s) - start )) s"
-# The parsers under libFuzzer, 30 s each (Clang; its own build in build-fuzz/).
+# The parsers under libFuzzer, 20 s each (Clang; its own build in build-fuzz/).
 start=$(date +%s)
-bash scripts/fuzz.sh all 30
+bash scripts/fuzz.sh all 20
 echo "test.sh: fuzz build and runs took $(( $(date +%s) - start )) s"
 # mpirun refuses to run as root unless told; CI runs as root.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
