@@ -47,7 +47,7 @@ size_t element_count(uint64_t h, DType dtype) {
 
 void fill(void* dst, DType dtype, size_t count, size_t phase, double scale, double offset) {
   constexpr size_t kHead = 64;  // a multiple of the period: the doubling copies stay in phase
-  double head[kHead];
+  double head[kHead] = {};
   const size_t first = std::min(count, kHead), esize = dtype_size(dtype);
   for (size_t i = 0; i < first; ++i) head[i] = double((i + phase) % 4 + 1) * scale + offset;
   convert(dst, dtype, head, DType::kFloat64, first);

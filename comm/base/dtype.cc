@@ -7,18 +7,7 @@
 
 namespace kolo {
 
-size_t dtype_size(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-    case DType::kInt32: return 4;
-    case DType::kFloat64:
-    case DType::kInt64: return 8;
-    case DType::kFloat16:
-    case DType::kBFloat16:
-    case DType::kInt16: return 2;
-    case DType::kUInt8:
-    case DType::kInt8: return 1;
-  }
+void throw_unknown_dtype(DType dtype) {
   KOLO_THROW(ErrorCode::kInvalidArgument, "unknown dtype ", static_cast<int>(dtype));
 }
 

@@ -23,7 +23,23 @@ enum class DType : uint8_t {
 inline constexpr DType kLastDType = DType::kInt16;
 inline constexpr int kNumDTypes = static_cast<int>(kLastDType) + 1;
 
-size_t dtype_size(DType dtype);
+[[noreturn]] void throw_unknown_dtype(DType dtype);  // kInvalidArgument naming the value
+
+// Inline: the engine and the collectives ask per tensor and per chunk.
+inline size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+    case DType::kInt32: return 4;
+    case DType::kFloat64:
+    case DType::kInt64: return 8;
+    case DType::kFloat16:
+    case DType::kBFloat16:
+    case DType::kInt16: return 2;
+    case DType::kUInt8:
+    case DType::kInt8: return 1;
+  }
+  throw_unknown_dtype(dtype);
+}
 const char* dtype_name(DType dtype);  // "float32", "float16", ...
 
 // Accepts the names above and common aliases (fp32, half, bf16, ...). `setting` names where
