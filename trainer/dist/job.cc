@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <new>
-#include <thread>
 
 #include "comm/base/error.h"
+#include "comm/bootstrap/host.h"
 #include "comm/bootstrap/launch_env.h"
 
 namespace kolo::trainer {
@@ -35,8 +35,7 @@ std::vector<double> Job::sum(std::vector<double> values) const {
 }
 
 int Job::default_threads() const {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, comm->local_size()));
+  return std::max(1, bootstrap::usable_cpus() / std::max(1, comm->local_size()));
 }
 
 int run_program(const char* program, const std::function<int()>& body) {

@@ -21,6 +21,7 @@
 #include "comm/base/copy.h"
 #include "comm/base/env.h"
 #include "comm/base/log.h"
+#include "comm/bootstrap/host.h"
 #include "comm/bootstrap/store.h"
 
 namespace kolo::transport::shm {
@@ -94,7 +95,7 @@ ShmContext::ShmContext(const ContextOptions& options)
                      static_cast<size_t>(options.size) * ring_stride(capacity_)),
       segments_(static_cast<size_t>(options.size)) {
   map_segments(options);
-  oversubscribed_ = size_ > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  oversubscribed_ = size_ > bootstrap::usable_cpus();
   probe_cross_process_reads(options);
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) {
