@@ -172,14 +172,23 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
   auto store = std::make_shared<bootstrap::PrefixStore>(base, comm->tag_);
   comm->store_ = store;
 
-  auto hosts =
-      bootstrap::store_allgather(*store, "host", rank, size, bootstrap::host_identity(), timeout);
-  auto topo = bootstrap::compute_topology(hosts, rank);
+  // Each rank's host identity and, after the last newline, the CPUs it may run on.
+  auto hosts = bootstrap::store_allgather(
+      *store, "host", rank, size, bootstrap::host_identity() + "\n" + bootstrap::cpu_mask_text(),
+      timeout);
+  std::vector<std::string> cpu_masks;
+  for (std::string& host : hosts) {
+    const size_t cut = host.rfind('\n');
+    cpu_masks.push_back(cut == std::string::npos ? "" : host.substr(cut + 1));
+    if (cut != std::string::npos) host.resize(cut);
+  }
+  auto topo = bootstrap::compute_topology(hosts, rank, cpu_masks);
   comm->local_rank_ = topo.local_rank;
   comm->local_size_ = topo.local_size;
   comm->cross_rank_ = topo.cross_rank;
   comm->cross_size_ = topo.cross_size;
   comm->host_of_rank_ = topo.host_of_rank;
+  comm->host_cpus_ = topo.host_cpus;
   comm->transport_ = resolve_transport(options, topo.cross_size);
   const std::string algorithm = env::get_or("KOLO_ALGORITHM", "auto");
   comm->env_algorithm_ = parse_algorithm(algorithm, "KOLO_ALGORITHM");
@@ -196,7 +205,8 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
                                   comm->world_ranks_,
                                   topo.cross_size > 1 ? hosts : std::vector<std::string>{},
                                   timeout,
-                                  bind};
+                                  bind,
+                                  topo.host_cpus};
     comm->context_ = transport::create_context(comm->transport_, ctx);
     comm->shared_ = comm->context_->shared_memory();
   }

@@ -67,6 +67,8 @@ class Communicator {
   int local_size() const { return local_size_; }
   int cross_rank() const { return cross_rank_; }
   int cross_size() const { return cross_size_; }
+  // CPUs the ranks of this host may run on together (the union of their affinity masks).
+  int host_cpus() const { return host_cpus_; }
   TransportKind transport() const { return transport_; }
   const std::vector<int>& world_ranks() const { return world_ranks_; }
   // This communicator's view of the rendezvous store (keys are prefixed per communicator);
@@ -150,7 +152,7 @@ class Communicator {
   std::shared_ptr<bootstrap::Store> store_;  // base_store_ with this communicator's prefix
   std::string tag_;
   int rank_ = 0, size_ = 1;
-  int local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1;
+  int local_rank_ = 0, local_size_ = 1, cross_rank_ = 0, cross_size_ = 1, host_cpus_ = 1;
   std::vector<int> world_ranks_;
   std::vector<int> host_of_rank_;
   TransportKind transport_ = TransportKind::kAuto;

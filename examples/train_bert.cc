@@ -466,7 +466,8 @@ int main(int argc, char** argv) {
                  "size and ZeRO stage");
   app.add_option("--load", args.load, "start from these weights (safetensors, Hugging Face names)");
   app.add_option("--threads", args.threads,
-                 "kernel threads per rank (0, the default: cores / ranks on this host, at least 1)")
+                 "kernel threads per rank (0, the default: the CPUs this host's ranks may use, "
+                 "shared out among them, at most the rank's own, at least 1)")
       ->check(CLI::Range(0, 1024));
   app.add_option("--device", args.device,
                  "cpu, or cuda (one GPU per rank, device local_rank; builds with CUDA and NCCL): "

@@ -157,7 +157,8 @@ int main(int argc, char** argv) {
   app.add_option("--data", args.data_dir, "data directory (default $KOLO_DATA_DIR or data/)");
   app.add_option("--save", args.save, "write the trained weights (safetensors) here");
   app.add_option("--threads", args.threads,
-                 "kernel threads per rank (0, the default: cores / ranks on this host, at least 1)")
+                 "kernel threads per rank (0, the default: the CPUs this host's ranks may use, "
+                 "shared out among them, at most the rank's own, at least 1)")
       ->check(CLI::Range(0, 1024));
   CLI11_PARSE(app, argc, argv);
   // Rank and size from the launcher (mpirun, kolorun, torchrun-style variables, Slurm); a

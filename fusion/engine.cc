@@ -25,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 Engine::Impl::Impl(std::shared_ptr<Communicator> comm, EngineOptions opts)
     : world_(std::move(comm)),
       options_(std::move(opts)),
-      yield_to_app_(waiters_drive(options_.progress, world_->local_size())) {
+      yield_to_app_(waiters_drive(options_.progress, world_->local_size(), world_->host_cpus())) {
   check_settings_agree();
   sets_.push_back(std::make_shared<ProcessSet>(0, world_->split(0, world_->rank()), options_));
   if (!options_.timeline_path.empty()) {

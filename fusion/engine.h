@@ -125,8 +125,9 @@ struct EngineOptions {
 };
 
 // Whether `progress`, with kAuto resolved for a rank that shares its host with `local_size`
-// ranks (itself included), leaves the driving to the threads that wait (kWaiter).
-bool waiters_drive(EngineOptions::Progress progress, int local_size);
+// ranks (itself included) running on `host_cpus` CPUs together, leaves the driving to the
+// threads that wait (kWaiter): so it does when no CPU is spare, or the process has only one.
+bool waiters_drive(EngineOptions::Progress progress, int local_size, int host_cpus);
 
 struct EngineStats {
   uint64_t cycles = 0, negotiations = 0, cache_hits = 0, responses = 0;

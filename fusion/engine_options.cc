@@ -29,9 +29,10 @@ EngineOptions EngineOptions::from_env() {
   return o;
 }
 
-bool waiters_drive(EngineOptions::Progress progress, int local_size) {
+bool waiters_drive(EngineOptions::Progress progress, int local_size, int host_cpus) {
   return progress == EngineOptions::Progress::kWaiter ||
-         (progress == EngineOptions::Progress::kAuto && local_size >= bootstrap::usable_cpus());
+         (progress == EngineOptions::Progress::kAuto &&
+          (local_size >= host_cpus || bootstrap::usable_cpus() <= 1));
 }
 
 }  // namespace kolo::engine

@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <map>
 
@@ -19,6 +22,54 @@ int usable_cpus() {
   return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
 }
 
+namespace {
+
+// The affinity mask as 64-bit words, CPU i in bit i % 64 of word i / 64 (empty: unknown).
+std::vector<uint64_t> cpu_mask_words() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
+  std::vector<uint64_t> words((CPU_SETSIZE + 63) / 64, 0);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) words[static_cast<size_t>(cpu / 64)] |= uint64_t{1} << (cpu % 64);
+  while (!words.empty() && words.back() == 0) words.pop_back();
+  return words;
+}
+
+}  // namespace
+
+std::string cpu_mask_text() {
+  std::string text;
+  for (uint64_t word : cpu_mask_words()) {
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(word));
+    text += hex;
+  }
+  return text;
+}
+
+int cpus_in_union(const std::vector<std::string>& mask_texts) {
+  std::vector<uint64_t> all;
+  bool known = false;
+  for (const std::string& text : mask_texts) {
+    // Bytes from other ranks: anything but whole hex words means "unknown" for that rank.
+    if (text.empty() || text.size() % 16 != 0 ||
+        text.find_first_not_of("0123456789abcdef") != std::string::npos)
+      continue;
+    known = true;
+    all.resize(std::max(all.size(), text.size() / 16), 0);
+    for (size_t w = 0; w < text.size() / 16; ++w)
+      all[w] |= std::stoull(text.substr(w * 16, 16), nullptr, 16);
+  }
+  int count = 0;
+  for (uint64_t word : all) count += std::popcount(word);
+  return known ? std::max(1, count) : usable_cpus();
+}
+
+int cpu_share(int host_cpus, int local_size) {
+  return std::max(1, std::min(usable_cpus(), host_cpus / std::max(1, local_size)));
+}
+
 std::string host_identity() {
   if (auto name = env::get("KOLO_HOSTNAME")) return *name;
   char name[256] = {};
@@ -28,7 +79,8 @@ std::string host_identity() {
   return std::string(name) + "/" + boot_id;
 }
 
-Topology compute_topology(const std::vector<std::string>& hosts, int rank) {
+Topology compute_topology(const std::vector<std::string>& hosts, int rank,
+                          const std::vector<std::string>& cpu_masks) {
   Topology t;
   std::map<std::string, int> index;  // host -> index, in order of each host's lowest rank
   std::vector<int> count;
@@ -43,6 +95,10 @@ Topology compute_topology(const std::vector<std::string>& hosts, int rank) {
   t.cross_rank = t.host_of_rank[rank];
   t.cross_size = static_cast<int>(count.size());
   t.local_size = count[t.cross_rank];
+  std::vector<std::string> here;
+  for (size_t r = 0; r < cpu_masks.size() && r < hosts.size(); ++r)
+    if (t.host_of_rank[r] == t.cross_rank) here.push_back(cpu_masks[r]);
+  t.host_cpus = cpus_in_union(here);
   return t;
 }
 

@@ -2,6 +2,7 @@
 #include "tests/process/job.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,6 +59,12 @@ void ForkedJob::start(const std::function<void(Communicator&, int rank)>& body) 
     if (pid == 0) {
       ::close(fds[0]);
       for (const auto& [name, value] : env_[rank]) ::setenv(name.c_str(), value.c_str(), 1);
+      if (auto cpu = cpu_.find(rank); cpu != cpu_.end()) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpu->second, &set);
+        KOLO_ASSERT(::sched_setaffinity(0, sizeof set, &set) == 0);
+      }
       std::string report = "ok";
       try {
         auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds_ * 1000));

@@ -46,6 +46,8 @@ class ForkedJob {
   void set_env(int rank, const std::string& name, const std::string& value) {
     env_[rank][name] = value;
   }
+  // Binds one rank's process to one CPU (before it connects), as a launcher's binding does.
+  void set_cpu(int rank, int cpu) { cpu_[rank] = cpu; }
   // Starts every rank (a forked process) running `body`.
   void start(const std::function<void(Communicator&, int rank)>& body);
   void kill(int rank, int signal);
@@ -65,6 +67,7 @@ class ForkedJob {
   pid_t server_pid_ = -1;
   int store_port_ = 0;
   std::map<int, std::map<std::string, std::string>> env_;
+  std::map<int, int> cpu_;
   std::vector<pid_t> pids_;
   std::vector<int> pipes_;
   std::chrono::steady_clock::time_point start_;

@@ -2,6 +2,7 @@
 // (KOLO_HOSTNAME) get local ranks per host, a shm local communicator and a tcp cross one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "comm/base/error.h"
 #include "comm/base/reduce_op.h"
 #include "comm/base/transport_kind.h"
+#include "comm/bootstrap/host.h"
 #include "tests/process/job.h"
 
 namespace kolo::testing {
@@ -39,6 +41,28 @@ TEST(Topology, TwoFakeHostsGiveLocalAndCrossCommunicators) {
     if (odd) expect(odd->size() == 2 && odd->rank() == (rank == 3 ? 0 : 1), "split key order");
   });
   for (const Outcome& o : job.collect(30.0)) EXPECT_TRUE(o.ok) << o.message;
+}
+
+// Ranks bound one per CPU (mpirun's default at 2 ranks) each may use one CPU, but the host's
+// ranks run on as many CPUs as there are ranks: not oversubscribed. Ranks bound to one shared
+// CPU are.
+TEST(Topology, HostCpusAreTheUnionOfTheRanksBindings) {
+  const int cpus = bootstrap::usable_cpus();
+  for (bool shared : {false, true}) {
+    ForkedJob job(2, TransportKind::kShm, 20.0);
+    for (int r = 0; r < 2; ++r) job.set_cpu(r, shared ? 0 : r % cpus);
+    const int want = shared ? 1 : std::min(2, cpus);
+    job.start([want](Communicator& comm, int) {
+      if (bootstrap::usable_cpus() != 1) throw std::runtime_error("the rank is not bound");
+      if (comm.host_cpus() != want)
+        throw std::runtime_error("host_cpus " + std::to_string(comm.host_cpus()) + ", want " +
+                                 std::to_string(want));
+      std::vector<int64_t> v(8, 1);  // and the shm transport works either way
+      comm.allreduce(v.data(), v.data(), v.size(), DType::kInt64, ReduceOp::kSum);
+      if (v[7] != 2) throw std::runtime_error("allreduce result");
+    });
+    for (const Outcome& o : job.collect(30.0)) EXPECT_TRUE(o.ok) << o.message;
+  }
 }
 
 // kAuto across hosts: hierarchical allreduce, reduce-scatter and allgather where every host has

@@ -282,5 +282,22 @@ TEST(Topology, LocalAndCrossRanksFollowHostIdentity) {
   EXPECT_EQ(t.host_of_rank, (std::vector<int>{0, 1, 0, 2, 1, 0}));
 }
 
+TEST(Topology, HostCpusAreTheUnionOfTheHostsRanksMasks) {
+  std::vector<std::string> hosts{"a", "b", "a", "a"};
+  // On a: ranks bound to CPU 0, CPU 1 and CPU 1 again; on b: CPUs 0-63.
+  std::vector<std::string> masks{"0000000000000001", "ffffffffffffffff", "0000000000000002",
+                                 "0000000000000002"};
+  EXPECT_EQ(bootstrap::compute_topology(hosts, 0, masks).host_cpus, 2);
+  EXPECT_EQ(bootstrap::compute_topology(hosts, 1, masks).host_cpus, 64);
+  // CPU 127 is in the second word; text that is not whole hex words counts as unknown.
+  EXPECT_EQ(bootstrap::cpus_in_union({"00000000000000018000000000000000", "zz", "123"}), 2);
+  EXPECT_EQ(bootstrap::cpus_in_union({}), bootstrap::usable_cpus());
+  EXPECT_EQ(bootstrap::cpus_in_union({bootstrap::cpu_mask_text()}), bootstrap::usable_cpus());
+  EXPECT_EQ(bootstrap::compute_topology(hosts, 0).host_cpus, bootstrap::usable_cpus());
+  // A rank's share: the host's CPUs over its ranks, at most its own CPUs, at least 1.
+  EXPECT_EQ(bootstrap::cpu_share(1, 8), 1);
+  EXPECT_EQ(bootstrap::cpu_share(1 << 20, 1), bootstrap::usable_cpus());
+}
+
 }  // namespace
 }  // namespace kolo

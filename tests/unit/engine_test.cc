@@ -8,6 +8,7 @@
 #include <random>
 #include <thread>
 
+#include "comm/bootstrap/host.h"
 #include "fusion/engine.h"
 #include "tests/unit/thread_ranks.h"
 
@@ -236,9 +237,13 @@ TEST(Engine, ProgressSettingIsCheckedNamingIt) {
   EXPECT_EQ(EngineOptions::from_env().progress, EngineOptions::Progress::kThread);
   ::unsetenv("KOLO_ENGINE_PROGRESS");
   EXPECT_EQ(EngineOptions::from_env().progress, EngineOptions::Progress::kAuto);
-  EXPECT_TRUE(engine::waiters_drive(EngineOptions::Progress::kWaiter, 1));
-  EXPECT_FALSE(engine::waiters_drive(EngineOptions::Progress::kThread, 1 << 20));
-  EXPECT_TRUE(engine::waiters_drive(EngineOptions::Progress::kAuto, 1 << 20));
+  EXPECT_TRUE(engine::waiters_drive(EngineOptions::Progress::kWaiter, 1, 64));
+  EXPECT_FALSE(engine::waiters_drive(EngineOptions::Progress::kThread, 1 << 20, 1));
+  EXPECT_TRUE(engine::waiters_drive(EngineOptions::Progress::kAuto, 1 << 20, 64));
+  EXPECT_TRUE(engine::waiters_drive(EngineOptions::Progress::kAuto, 2, 2));  // bound one per core
+  if (bootstrap::usable_cpus() > 1) {  // a spare CPU on the host: the loop thread drives
+    EXPECT_FALSE(engine::waiters_drive(EngineOptions::Progress::kAuto, 1, 2));
+  }
 }
 
 TEST(Engine, InWaiterModeAnOpNobodyWaitsForStillCompletes) {

@@ -35,7 +35,7 @@ std::vector<double> Job::sum(std::vector<double> values) const {
 }
 
 int Job::default_threads() const {
-  return std::max(1, bootstrap::usable_cpus() / std::max(1, comm->local_size()));
+  return bootstrap::cpu_share(comm->host_cpus(), comm->local_size());
 }
 
 int run_program(const char* program, const std::function<int()>& body) {

@@ -24,7 +24,8 @@ struct Job {
   bool lead() const { return rank_ == 0; }  // the rank that prints progress
   // Element-wise sums over every rank (each rank gets the same result).
   std::vector<double> sum(std::vector<double> values) const;
-  // One process per rank: the cores of this host shared out among its ranks, at least 1.
+  // One process per rank: the CPUs this host's ranks run on shared out among them (at most
+  // this process's own, at least 1).
   int default_threads() const;
 
   std::shared_ptr<Communicator> comm;  // null before connect()

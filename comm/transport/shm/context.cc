@@ -95,7 +95,8 @@ ShmContext::ShmContext(const ContextOptions& options)
                      static_cast<size_t>(options.size) * ring_stride(capacity_)),
       segments_(static_cast<size_t>(options.size)) {
   map_segments(options);
-  oversubscribed_ = size_ > bootstrap::usable_cpus();
+  // Ranks bound one per core are not oversubscribed although each may use one CPU only.
+  oversubscribed_ = size_ > (options.host_cpus > 0 ? options.host_cpus : bootstrap::usable_cpus());
   probe_cross_process_reads(options);
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) {
