@@ -32,7 +32,7 @@ class KoloRunner : public Runner {
   void run(const BenchCase& c, Buffers& b) override {
     switch (c.coll) {
       case Collective::kAllreduce:
-        return comm_.allreduce(b.send(), b.recv(), c.count, c.dtype, c.op, options_);
+        return comm_.allreduce(send_buffer(c, b), b.recv(), c.count, c.dtype, c.op, options_);
       case Collective::kReduceScatter:
         return comm_.reduce_scatter(b.send(), b.recv(), c.block, c.dtype, c.op, options_);
       case Collective::kAllgather:
@@ -69,7 +69,8 @@ Measurement measure(Communicator& comm, Runner& runner, const BenchCase& c, Buff
   m.seconds = elapsed.count() / o.iters;
   comm.allreduce(&m.seconds, &m.seconds, 1, DType::kFloat64, ReduceOp::kMax);
   if (!o.check) return m;
-  if (runner.mutates_input(c)) {
+  // An allreduce in place leaves the last result where the inputs were.
+  if (runner.mutates_input(c) || (c.in_place && c.coll == Collective::kAllreduce)) {
     fill_inputs(c, buffers);
     runner.barrier();
     runner.run(c, buffers);

@@ -75,9 +75,9 @@ class MpiBaseline : public Runner {
       MPI_Datatype type = *mpi_type(c.dtype);
       MPI_Op op = *mpi_op(c.op);
       if (c.coll == Collective::kAllreduce)
-        return check_mpi(
-            MPI_Allreduce(b.send(), b.recv(), static_cast<int>(c.count), type, op, MPI_COMM_WORLD),
-            "MPI_Allreduce");
+        return check_mpi(MPI_Allreduce(c.in_place ? MPI_IN_PLACE : b.send(), b.recv(),
+                                       static_cast<int>(c.count), type, op, MPI_COMM_WORLD),
+                         "MPI_Allreduce");
       return check_mpi(MPI_Reduce_scatter_block(b.send(), b.recv(), static_cast<int>(c.block), type,
                                                 op, MPI_COMM_WORLD),
                        "MPI_Reduce_scatter_block");

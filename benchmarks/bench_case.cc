@@ -223,6 +223,7 @@ Buffers::Buffers(size_t bytes, bool shared)
 
 void* send_buffer(const BenchCase& c, Buffers& buffers) {
   if (!c.in_place) return buffers.send();
+  if (c.coll == Collective::kAllreduce) return buffers.recv();
   return static_cast<char*>(buffers.recv()) +
          static_cast<size_t>(c.rank) * c.block * dtype_size(c.dtype);
 }

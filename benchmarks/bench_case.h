@@ -36,8 +36,8 @@ struct BenchCase {
   // Elements per rank block: the reduce_scatter result, the allgather contribution, one
   // alltoall peer's share. Equal to count for allreduce and broadcast.
   size_t block = 0;
-  // allgather only (--inplace 1): each rank's block already sits at its place in recv, as with
-  // MPI_IN_PLACE, so no rank copies its own block.
+  // --inplace 1, as with MPI_IN_PLACE: allreduce reduces recv into itself; allgather finds each
+  // rank's block already at its place in recv, so no rank copies its own block.
   bool in_place = false;
 };
 

@@ -80,7 +80,8 @@ void add_flags(CLI::App& app, RawFlags& raw) {
   app.add_option("--compare", raw.compare, "baselines in the same run: mpi,gloo")
       ->type_name("LIST")
       ->delimiter(',');
-  flag("--inplace", raw.inplace, "0|1", "1: allgather in place (MPI_IN_PLACE for MPI)");
+  flag("--inplace", raw.inplace, "0|1",
+       "1: allreduce or allgather in place (MPI_IN_PLACE for MPI)");
   flag("--alloc", raw.alloc, "KIND", "malloc, or shared: kolo::alloc_shared buffers");
   flag("--bound", raw.bound, "0|1",
        "1: per row, the copy rate of a buffer of its size with every rank copying (bound and "
@@ -110,8 +111,8 @@ Options convert(const RawFlags& raw) {
   o.coll = *coll;
   o.compare = parse_compare(raw.compare);
   o.in_place = parse_int(raw.inplace, "--inplace", 0, 1) == 1;
-  if (o.in_place && o.coll != Collective::kAllgather)
-    bad_flag("--inplace", raw.inplace, "0 unless --coll allgather");
+  if (o.in_place && o.coll != Collective::kAllgather && o.coll != Collective::kAllreduce)
+    bad_flag("--inplace", raw.inplace, "0 unless --coll allreduce or allgather");
   if (raw.alloc != "malloc" && raw.alloc != "shared")
     bad_flag("--alloc", raw.alloc, "malloc or shared");
   o.shared_buffers = raw.alloc == "shared";

@@ -39,7 +39,7 @@ struct Options {
   Algorithm algorithm = Algorithm::kAuto;
   TransportKind transport = TransportKind::kAuto;
   std::vector<std::string> compare;  // "mpi", "gloo", in the order given
-  bool in_place = false;             // --inplace 1: allgather with MPI_IN_PLACE semantics
+  bool in_place = false;             // --inplace 1: allreduce or allgather, as MPI_IN_PLACE
   bool shared_buffers = false;       // --alloc shared: buffers from kolo::alloc_shared
   bool bound = true;                 // --bound 1: the copy bound per row (copy_bound.h)
   std::string csv_path, json_path;

@@ -95,6 +95,8 @@ void Report::print_header() {
               dtype_name(o.dtype), reduces(o.coll) ? op_name(o.op) : "none",
               algorithm_name(o.algorithm), o.min_bytes, o.max_bytes, o.step_factor, o.iters,
               o.warmup_iters, o.check ? 1 : 0);
+  if (o.in_place) std::printf(", in place");
+  if (o.shared_buffers) std::printf(", alloc_shared buffers");
   std::printf(o.compare.empty() ? "\n" : ", compare %s\n", join(o.compare, ",").c_str());
   std::printf(
       "# time: slowest rank's per operation; ratio = peer time / kolo time (>1: kolo "

@@ -35,14 +35,23 @@ namespace kolo::collectives {
 namespace {
 
 constexpr size_t kChunkBytes = 128 * 1024;  // fits L2 with room for the combine's operands
-// From this message size on, reduced blocks go to peers' outputs with streaming stores (no
-// read-for-ownership; 1 MiB and up at np=2: 68-92% of the copy bound against 55-80% without).
-constexpr size_t kStreamingBytes = 1 << 20;
-// From this message size on, the rank's own output is written with streaming stores too, from
-// a chunk reduced in cache: plain stores first read each output line (read for ownership), S/2
-// more bytes read per rank at np=2. Below it the outputs still fit the caches and plain stores
-// win. np=2, three interleaved runs each: 256 MiB 6.2-7.3 GB/s against 4.9-6.4, 64 MiB 6.7-7.2
-// against 5.7-6.2, 32 MiB 6.7-8.9 against 4.0-6.2; 4 MiB 9.6-10.3 against 10.9-11.5.
+// Out of place, from this message size on, reduced blocks go to peers' outputs with streaming
+// stores (no read-for-ownership of lines nobody else touches). From 1 MiB before; np=2, two
+// interleaved runs, 2-8 MiB took 180-189, 354-370, 753-757 us with plain stores against
+// 188-958, 364-386, 756-774 us, and 16 MiB up measured alike.
+//
+// In place (the engine's fusion buffers, a framework's gradients) nothing is streamed: a
+// peer's output is its input, which its owner is reading at the same time, and streaming
+// stores to lines cached elsewhere evict them. `allreduce_bw --inplace 1 --alloc shared`, np=2:
+// 46 us at 1 MiB, 942 us at 16 MiB, 27.5 ms at 256 MiB, against 123 us, 1.90 ms and 53.9 ms
+// with the out-of-place choices (107-201% of the copy bound against 46-73%).
+constexpr size_t kStreamingBytes = 16 << 20;
+// Out of place, from this message size on, the rank's own output is written with streaming
+// stores too, from a chunk reduced in cache: plain stores first read each output line (read for
+// ownership), S/2 more bytes read per rank at np=2. Below it the outputs still fit the caches
+// and plain stores win. np=2, three interleaved runs each: 256 MiB 6.2-7.3 GB/s against
+// 4.9-6.4, 64 MiB 6.7-7.2 against 5.7-6.2, 32 MiB 6.7-8.9 against 4.0-6.2; 4 MiB 9.6-10.3
+// against 10.9-11.5.
 constexpr size_t kOwnStreamingBytes = 32 << 20;
 // alltoall from ordinary buffers: from this block size on, ranks read their blocks from the
 // peers' send buffers through the kernel instead of staging them. fp32, `--compare mpi`, two
@@ -247,8 +256,10 @@ void shm_direct_allreduce(transport::SharedMemory& ctx, const void* send, void* 
   // Each owner writes its reduced block into every output (block r of a peer's buffer is read
   // by rank r alone, before r writes it, so in place is safe too): one read of every input
   // byte and one write of every output byte per rank.
+  const bool apart = send != recv;
   reduce_from_peers(ctx, 0, offset, in + offset, out + offset, mine.count * esize, dtype, op, 1,
-                    count * esize >= kStreamingBytes, count * esize >= kOwnStreamingBytes);
+                    apart && count * esize >= kStreamingBytes,
+                    apart && count * esize >= kOwnStreamingBytes);
   ctx.sync();  // every block written everywhere; nobody touches our buffers any more
 }
 
