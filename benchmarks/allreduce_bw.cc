@@ -69,8 +69,7 @@ Measurement measure(Communicator& comm, Runner& runner, const BenchCase& c, Buff
   m.seconds = elapsed.count() / o.iters;
   comm.allreduce(&m.seconds, &m.seconds, 1, DType::kFloat64, ReduceOp::kMax);
   if (!o.check) return m;
-  // An allreduce in place leaves the last result where the inputs were.
-  if (runner.mutates_input(c) || (c.in_place && c.coll == Collective::kAllreduce)) {
+  if (runner.mutates_input(c)) {
     fill_inputs(c, buffers);
     runner.barrier();
     runner.run(c, buffers);

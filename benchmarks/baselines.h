@@ -26,8 +26,11 @@ class Runner {
   virtual void run(const BenchCase& c, Buffers& buffers) = 0;
   virtual void barrier() = 0;
   // True when run() overwrites its inputs, so the check needs fresh inputs and one more run;
-  // finish_for_check() then moves the result to where count_wrong() looks.
-  virtual bool mutates_input(const BenchCase& /*c*/) const { return false; }
+  // finish_for_check() then moves the result to where count_wrong() looks. An allreduce in
+  // place leaves each result where the inputs were.
+  virtual bool mutates_input(const BenchCase& c) const {
+    return c.in_place && c.coll == Collective::kAllreduce;
+  }
   virtual void finish_for_check(const BenchCase& /*c*/, Buffers& /*buffers*/) {}
 };
 

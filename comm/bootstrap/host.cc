@@ -22,29 +22,23 @@ int usable_cpus() {
   return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
 }
 
-namespace {
-
-// The affinity mask as 64-bit words, CPU i in bit i % 64 of word i / 64 (empty: unknown).
-std::vector<uint64_t> cpu_mask_words() {
+std::string cpu_mask_text() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return {};
-  std::vector<uint64_t> words((CPU_SETSIZE + 63) / 64, 0);
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-    if (CPU_ISSET(cpu, &set)) words[static_cast<size_t>(cpu / 64)] |= uint64_t{1} << (cpu % 64);
-  while (!words.empty() && words.back() == 0) words.pop_back();
-  return words;
-}
-
-}  // namespace
-
-std::string cpu_mask_text() {
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return "";  // unknown to the peers
+  // 64-bit words in hex, CPU i in bit i % 64 of word i / 64, up to the word of the last CPU.
   std::string text;
-  for (uint64_t word : cpu_mask_words()) {
+  size_t used = 0;
+  for (int first = 0; first < CPU_SETSIZE; first += 64) {
+    uint64_t word = 0;
+    for (int bit = 0; bit < 64 && first + bit < CPU_SETSIZE; ++bit)
+      if (CPU_ISSET(first + bit, &set)) word |= uint64_t{1} << bit;
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(word));
     text += hex;
+    if (word != 0) used = text.size();
   }
+  text.resize(used);
   return text;
 }
 

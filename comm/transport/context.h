@@ -85,7 +85,7 @@ struct ContextOptions {
   std::vector<std::string> hosts;  // each member's host, for error messages (empty: one host)
   std::chrono::milliseconds timeout{300000};
   std::string bind_host;  // tcp: address to listen on ("" = automatic)
-  int host_cpus = 0;      // CPUs the host's ranks may run on together (0: this process's)
+  int host_cpus = 1;      // CPUs the host's ranks may run on together (Communicator::host_cpus)
 };
 
 class Context {

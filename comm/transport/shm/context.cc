@@ -21,7 +21,6 @@
 #include "comm/base/copy.h"
 #include "comm/base/env.h"
 #include "comm/base/log.h"
-#include "comm/bootstrap/host.h"
 #include "comm/bootstrap/store.h"
 
 namespace kolo::transport::shm {
@@ -96,7 +95,7 @@ ShmContext::ShmContext(const ContextOptions& options)
       segments_(static_cast<size_t>(options.size)) {
   map_segments(options);
   // Ranks bound one per core are not oversubscribed although each may use one CPU only.
-  oversubscribed_ = size_ > (options.host_cpus > 0 ? options.host_cpus : bootstrap::usable_cpus());
+  oversubscribed_ = size_ > options.host_cpus;
   probe_cross_process_reads(options);
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) {
