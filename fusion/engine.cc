@@ -177,28 +177,35 @@ void Engine::Impl::check_against_set(Submission* first, Submission* last, int se
   }
 }
 
-// Refuses a name that is still pending in the set.
-void Engine::Impl::check_not_pending(const std::string& name, int set) const {
-  auto names = active_.find(set);
-  if (names == active_.end()) return;
-  auto it = names->second.find(name);
-  const bool pending = it != names->second.end() && it->second && !it->second->is_done();
-  KOLO_CHECK_ARG(!pending, "tensor '", name, "' is already pending on rank ", world_->rank(),
-                 " (duplicate name; wait for the first op before reusing it)");
+void Engine::Impl::prune_names(int set) {
+  Names& names = active_[set];
+  if (names.states.size() < names.prune_at) return;
+  std::erase_if(names.states, [](const auto& entry) {
+    auto state = entry.second.lock();
+    return !state || state->is_done();
+  });
+  names.prune_at = std::max<size_t>(1024, 2 * names.states.size());
+}
+
+std::weak_ptr<Handle::State>& Engine::Impl::claim_name(const std::string& name, int set) {
+  auto& slot = active_[set].states[name];
+  auto state = slot.lock();
+  KOLO_CHECK_ARG(!state || state->is_done(), "tensor '", name, "' is already pending on rank ",
+                 world_->rank(), " (duplicate name; wait for the first op before reusing it)");
+  return slot;
 }
 
 void Engine::Impl::enqueue(Submission&& op, int set, std::shared_ptr<Handle::State> state) {
-  active_[set][op.request.name] = state;
-  timeline_.begin(op.request.name, "NEGOTIATE");
+  if (timeline_.active()) timeline_.begin(op.request.name, "NEGOTIATE");
   std::shared_ptr<void> ready;
   if (op.request.device) ready = options_.device->ready(op.input.device, op.input.stream);
-  queue_.push_back({set, Pending{std::move(op.request), std::move(op.input), std::move(op.output),
-                                 std::move(state), 0, std::move(ready)}});
+  queue_.push_back({set, Pending{std::move(op.request), op.input, op.output, std::move(state), 0,
+                                 std::move(ready)}});
 }
 
 // The path of every single op (allreduce, allgather, ...): no vectors around the one op.
-Handle Engine::Impl::submit(Request request, TensorView input, TensorView output, int set) {
-  Submission op{std::move(request), std::move(input), std::move(output)};
+Handle Engine::Impl::submit(Request request, Memory input, Memory output, int set) {
+  Submission op{std::move(request), input, output};
   check_submission(op, options_.device.get());
   auto state = std::make_shared<Handle::State>();
   state->driver = driver_;
@@ -210,7 +217,8 @@ Handle Engine::Impl::submit(Request request, TensorView input, TensorView output
     state->fail(death_code_, "engine stopped: " + death_);
     return handle;
   }
-  check_not_pending(op.request.name, set);
+  prune_names(set);
+  claim_name(op.request.name, set) = state;
   enqueue(std::move(op), set, std::move(state));
   if (idle_) wake_.notify_one();  // a busy or settling loop takes the queue anyway
   return handle;
@@ -233,14 +241,19 @@ std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int se
     for (auto& state : states) state->fail(death_code_, "engine stopped: " + death_);
     return handles;
   }
+  prune_names(set);
+  std::vector<std::weak_ptr<Handle::State>*> slots;  // nodes: they stay where they are
   for (size_t i = 0; i < ops.size(); ++i) {
-    check_not_pending(ops[i].request.name, set);
+    slots.push_back(&claim_name(ops[i].request.name, set));
     for (size_t j = 0; j < i; ++j)
       KOLO_CHECK_ARG(ops[j].request.name != ops[i].request.name, "tensor '", ops[i].request.name,
                      "' is already pending on rank ", world_->rank(),
                      " (duplicate name; wait for the first op before reusing it)");
   }
-  for (size_t i = 0; i < ops.size(); ++i) enqueue(std::move(ops[i]), set, states[i]);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    *slots[i] = states[i];
+    enqueue(std::move(ops[i]), set, states[i]);
+  }
   if (idle_) wake_.notify_one();
   return handles;
 }
@@ -313,11 +326,6 @@ Engine::Impl::Pass Engine::Impl::iterate(bool helping) {
   } catch (const std::exception& e) {
     fail_everything(ErrorCode::kInternal, e.what());
     return Pass::kStopped;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& [id, names] : active_)
-      std::erase_if(names, [](const auto& entry) { return entry.second->is_done(); });
   }
   if (stopping) {
     fail_everything(ErrorCode::kPeerLost, "the engine was shut down");

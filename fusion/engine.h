@@ -143,7 +143,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Every op names its tensor; a name still pending on this rank is refused (kInvalidArgument).
-  Handle allreduce(const std::string& name, TensorView input, TensorView output,
+  Handle allreduce(const std::string& name, const TensorView& input, const TensorView& output,
                    const OpOptions& options = {});
   // In-place allreduces that ranks negotiate and reduce as one unit: no member runs before
   // every member is ready on every rank, and all complete together. Returns one handle per
@@ -151,13 +151,14 @@ class Engine {
   std::vector<Handle> grouped_allreduce(const std::vector<std::string>& names,
                                         const std::vector<TensorView>& tensors,
                                         const OpOptions& options = {});
-  Handle allgather(const std::string& name, TensorView input, const OpOptions& options = {});
-  Handle broadcast(const std::string& name, TensorView tensor, int root,
+  Handle allgather(const std::string& name, const TensorView& input, const OpOptions& options = {});
+  Handle broadcast(const std::string& name, const TensorView& tensor, int root,
                    const OpOptions& options = {});
-  Handle alltoall(const std::string& name, TensorView input, const OpOptions& options = {});
+  Handle alltoall(const std::string& name, const TensorView& input, const OpOptions& options = {});
   // Rows (the first dimension) split as evenly as possible, the first rows % size ranks
   // getting one more; output() holds this rank's reduced rows.
-  Handle reduce_scatter(const std::string& name, TensorView input, const OpOptions& options = {});
+  Handle reduce_scatter(const std::string& name, const TensorView& input,
+                        const OpOptions& options = {});
   Handle barrier(const OpOptions& options = {});
   // This rank has no more data: it takes part in other ranks' allreduces with zeros until every
   // rank has joined. output_value() is the last rank to join.

@@ -30,13 +30,12 @@ Engine::Engine(std::shared_ptr<Communicator> comm, EngineOptions options)
 
 Engine::~Engine() = default;
 
-Handle Engine::allreduce(const std::string& name, TensorView input, TensorView output,
+Handle Engine::allreduce(const std::string& name, const TensorView& input, const TensorView& output,
                          const OpOptions& options) {
   KOLO_CHECK_ARG(input.count() == output.count() && input.dtype == output.dtype, "allreduce of '",
                  name, "': output must match the input's dtype and size");
   Request request = make_request(name, OpType::kAllreduce, input, options);
-  return impl_->submit(std::move(request), std::move(input), std::move(output),
-                       options.process_set);
+  return impl_->submit(std::move(request), Memory(input), Memory(output), options.process_set);
 }
 
 std::vector<Handle> Engine::grouped_allreduce(const std::vector<std::string>& names,
@@ -52,46 +51,49 @@ std::vector<Handle> Engine::grouped_allreduce(const std::vector<std::string>& na
     Request r = make_request(names[i], OpType::kAllreduce, tensors[i], options);
     r.group = names[0];
     r.group_size = static_cast<int32_t>(names.size());
-    ops.push_back({std::move(r), tensors[i], tensors[i]});
+    ops.push_back({std::move(r), Memory(tensors[i]), Memory(tensors[i])});
   }
   return impl_->submit_all(std::move(ops), options.process_set, true);
 }
 
-Handle Engine::allgather(const std::string& name, TensorView input, const OpOptions& options) {
-  return impl_->submit(make_request(name, OpType::kAllgather, input, options), input, {},
+Handle Engine::allgather(const std::string& name, const TensorView& input,
+                         const OpOptions& options) {
+  return impl_->submit(make_request(name, OpType::kAllgather, input, options), Memory(input), {},
                        options.process_set);
 }
 
-Handle Engine::broadcast(const std::string& name, TensorView tensor, int root,
+Handle Engine::broadcast(const std::string& name, const TensorView& tensor, int root,
                          const OpOptions& options) {
   OpOptions o = options;
   o.root = root;
-  return impl_->submit(make_request(name, OpType::kBroadcast, tensor, o), tensor, tensor,
-                       options.process_set);
+  return impl_->submit(make_request(name, OpType::kBroadcast, tensor, o), Memory(tensor),
+                       Memory(tensor), options.process_set);
 }
 
-Handle Engine::alltoall(const std::string& name, TensorView input, const OpOptions& options) {
+Handle Engine::alltoall(const std::string& name, const TensorView& input,
+                        const OpOptions& options) {
   // The splits are checked against the process set's size when the op is submitted.
-  return impl_->submit(make_request(name, OpType::kAlltoall, input, options), input, {},
+  return impl_->submit(make_request(name, OpType::kAlltoall, input, options), Memory(input), {},
                        options.process_set);
 }
 
-Handle Engine::reduce_scatter(const std::string& name, TensorView input, const OpOptions& options) {
-  return impl_->submit(make_request(name, OpType::kReduceScatter, input, options), input, {},
-                       options.process_set);
+Handle Engine::reduce_scatter(const std::string& name, const TensorView& input,
+                              const OpOptions& options) {
+  return impl_->submit(make_request(name, OpType::kReduceScatter, input, options), Memory(input),
+                       {}, options.process_set);
 }
 
 Handle Engine::barrier(const OpOptions& options) {
   TensorView none{nullptr, DType::kUInt8, {0}, -1};
   return impl_->submit(
       make_request(impl_->next_barrier_name(options.process_set), OpType::kBarrier, none, options),
-      none, none, options.process_set);
+      Memory(none), Memory(none), options.process_set);
 }
 
 Handle Engine::join(const OpOptions& options) {
   TensorView none{nullptr, DType::kUInt8, {0}, -1};
-  return impl_->submit(make_request("join", OpType::kJoin, none, options), none, none,
-                       options.process_set);
+  return impl_->submit(make_request("join", OpType::kJoin, none, options), Memory(none),
+                       Memory(none), options.process_set);
 }
 
 int Engine::add_process_set(const std::vector<int>& ranks) {

@@ -28,10 +28,10 @@ class Engine::Impl {
   // One op as the caller submits it.
   struct Submission {
     Request request;
-    TensorView input, output;
+    Memory input, output;
   };
   // Queues an op for the loop. Argument errors throw here, on the caller's thread.
-  Handle submit(Request request, TensorView input, TensorView output, int set);
+  Handle submit(Request request, Memory input, Memory output, int set);
   // Queues all of `ops` or, when any is refused, none. one_state: they share one completion
   // state (a grouped allreduce: every member's handle completes at the same instant).
   std::vector<Handle> submit_all(std::vector<Submission> ops, int set, bool one_state);
@@ -54,7 +54,10 @@ class Engine::Impl {
   // Parts of submit and submit_all (mutex_ held): the checks that need the set, a name still
   // pending in the set, queueing.
   void check_against_set(Submission* first, Submission* last, int set);
-  void check_not_pending(const std::string& name, int set) const;
+  // The slot for `name` in the set's names, or kInvalidArgument when its op is still pending.
+  std::weak_ptr<Handle::State>& claim_name(const std::string& name, int set);
+  // Forgets the set's finished names once their table has doubled since it was last pruned.
+  void prune_names(int set);
   void enqueue(Submission&& op, int set, std::shared_ptr<Handle::State> state);
   void loop();
   // One iteration: take the queue, one cycle per active set. Runs with driver_->mutex held, on
@@ -90,8 +93,14 @@ class Engine::Impl {
   std::condition_variable wake_;
   // Submitted ops not yet taken by the loop (a vector: it keeps its capacity from step to step).
   std::vector<std::pair<int, Pending>> queue_;
-  // Names submitted and not finished, per set: a name may be reused once its op is done.
-  std::map<int, std::unordered_map<std::string, std::shared_ptr<Handle::State>>> active_;
+  // Names submitted on this rank, per set, with their ops' states: a name may be reused once
+  // its op is done. Done entries stay (the next step submits the same names: no node is
+  // allocated or freed) until prune_names. Weak: a finished op's results are not kept here.
+  struct Names {
+    std::unordered_map<std::string, std::weak_ptr<Handle::State>> states;
+    size_t prune_at = 1024;
+  };
+  std::map<int, Names> active_;
   // Every registered set (null where this rank is not a member). The loop cycles the first
   // active_sets_ of them: a new set is activated at the same world cycle on every rank (the
   // world set's negotiation agrees on it), since ranks register it at different moments and

@@ -165,6 +165,7 @@ void Executor::pack_all(ProcessSet& set, const std::vector<const Response*>& gro
                         const std::vector<PendingMap::iterator>& members, char* buf) {
   const Request& p = group[0]->params;
   const DType wire = wire_dtype(p.dtype, p.compression);
+  const bool traced = timeline_->active();  // the phases' names are built only for a trace
   size_t at = 0, k = 0;
   for_each_tensor(group, [&](const Response& r, size_t i) {
     const size_t bytes = static_cast<size_t>(r.counts[i]) * dtype_size(wire);
@@ -172,10 +173,10 @@ void Executor::pack_all(ProcessSet& set, const std::vector<const Response*>& gro
     if (it == set.pending.end()) {
       std::memset(buf + at, 0, bytes);  // this rank joined: it contributes zeros
     } else {
-      timeline_->transition(it->first, "QUEUE", "PACK");
+      if (traced) timeline_->transition(it->first, "QUEUE", "PACK");
       fusion::pack(buf + at, wire, it->second.input.data, p.dtype, bytes / dtype_size(wire),
                    p.prescale);
-      timeline_->end(it->first, "PACK");
+      if (traced) timeline_->end(it->first, "PACK");
     }
     std::memset(buf + at + bytes, 0, wire_bytes(r, i) - bytes);
     at += wire_bytes(r, i);
@@ -187,14 +188,15 @@ void Executor::unpack_all(ProcessSet& set, const std::vector<const Response*>& g
                           double postscale) {
   const Request& p = group[0]->params;
   const DType wire = wire_dtype(p.dtype, p.compression);
+  const bool traced = timeline_->active();  // the phases' names are built only for a trace
   size_t at = 0, k = 0;
   for_each_tensor(group, [&](const Response& r, size_t i) {
     auto it = members[k++];
     if (it != set.pending.end()) {
-      timeline_->transition(it->first, "ALLREDUCE", "UNPACK");
+      if (traced) timeline_->transition(it->first, "ALLREDUCE", "UNPACK");
       fusion::unpack(it->second.output.data, p.dtype, buf + at, wire,
                      static_cast<size_t>(r.counts[i]), postscale);
-      timeline_->end(it->first, "UNPACK");
+      if (traced) timeline_->end(it->first, "UNPACK");
       stats_->bytes_submitted += it->second.input.bytes();
     }
     at += wire_bytes(r, i);

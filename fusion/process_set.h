@@ -19,10 +19,25 @@
 
 namespace kolo::engine {
 
+// Where a pending op's tensor lives. The shape is the request's: a view without one is
+// copied and freed without touching the heap (a step submits and completes every gradient).
+struct Memory {
+  void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  size_t elements = 0;
+  int device = -1;
+  void* stream = nullptr;  // device tensors: a cudaStream_t
+  Memory() = default;
+  explicit Memory(const TensorView& t)
+      : data(t.data), dtype(t.dtype), elements(t.count()), device(t.device), stream(t.stream) {}
+  size_t count() const { return elements; }
+  size_t bytes() const { return elements * dtype_size(dtype); }
+};
+
 // A submitted op as this rank holds it.
 struct Pending {
   Request request;
-  TensorView input, output;
+  Memory input, output;
   std::shared_ptr<Handle::State> state;
   uint64_t seq = 0;             // submission order within the set
   std::shared_ptr<void> ready;  // a device input: its producer's mark (DeviceBackend::ready)

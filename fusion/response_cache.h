@@ -6,9 +6,9 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "fusion/request.h"
@@ -37,7 +37,7 @@ class ResponseCache {
   };
   size_t capacity_;
   std::vector<Entry> entries_;
-  std::map<std::string, size_t> position_;
+  std::unordered_map<std::string, size_t> position_;
   uint64_t clock_ = 0;
 };
 

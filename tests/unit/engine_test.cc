@@ -186,6 +186,31 @@ TEST(Engine, MismatchesFailOnEveryRankAndTheEngineCarriesOn) {
   });
 }
 
+TEST(Engine, APendingNameStaysRefusedWhileThousandsOfOthersComeAndGo) {
+  // The engine keeps finished names (a step reuses them) and forgets them in bulk once their
+  // table has doubled: the pending one must survive every such pruning.
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(borrowed(comm), quick_options());
+    float held = 1.0f, x = 1.0f;
+    TensorView hv{&held, DType::kFloat32, {1}}, xv{&x, DType::kFloat32, {1}};
+    Handle first;
+    if (comm.rank() == 0) first = eng.allreduce("held", hv, hv);  // rank 1 submits it later
+    OpOptions max;
+    max.op = ReduceOp::kMax;
+    for (int i = 0; i < 3000; ++i) eng.allreduce("name." + std::to_string(i), xv, xv, max).check();
+    EXPECT_EQ(x, 1.0f);
+    if (comm.rank() == 0) {
+      EXPECT_THROW(eng.allreduce("held", hv, hv), Error);
+    }
+    if (comm.rank() == 1) first = eng.allreduce("held", hv, hv);
+    first.check();
+    EXPECT_EQ(held, 2.0f);
+    eng.allreduce("held", hv, hv).check();  // done: the name may be used again
+    EXPECT_EQ(held, 4.0f);
+    return 0;
+  });
+}
+
 TEST(Engine, BadArgumentsAreRefusedAtSubmissionAndTheEngineCarriesOn) {
   // Found by the hardening issue: an invalid dtype, op or root reached the engine thread and
   // ended it for good; a huge count wrapped the byte count; negative splits passed.
