@@ -199,8 +199,13 @@ void Engine::Impl::enqueue(Submission&& op, int set, std::shared_ptr<Handle::Sta
   if (timeline_.active()) timeline_.begin(op.request.name, "NEGOTIATE");
   std::shared_ptr<void> ready;
   if (op.request.device) ready = options_.device->ready(op.input.device, op.input.stream);
-  queue_.push_back({set, Pending{std::move(op.request), op.input, op.output, std::move(state), 0,
-                                 std::move(ready)}});
+  auto& [queued_set, p] = queue_.emplace_back();  // built in place: a Request moves once
+  queued_set = set;
+  p.request = std::move(op.request);
+  p.input = op.input;
+  p.output = op.output;
+  p.state = std::move(state);
+  p.ready = std::move(ready);
 }
 
 // The path of every single op (allreduce, allgather, ...): no vectors around the one op.
@@ -369,7 +374,7 @@ void Engine::Impl::take_queue() {
       ps.joined = true;
       ps.join_state = p.state;
     } else {
-      ps.pending.emplace(p.request.name, std::move(p));
+      ps.hold(std::move(p));
     }
   }
   queue_.clear();

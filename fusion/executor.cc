@@ -210,7 +210,7 @@ void Executor::finish(ProcessSet& set, const Response& response, const Status& s
 
 void Executor::complete(ProcessSet& set, PendingMap::iterator op, const Status& status) {
   op->second.state->complete(status);
-  set.pending.erase(op);
+  set.release(op);
 }
 
 }  // namespace kolo::engine

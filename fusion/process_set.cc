@@ -1,4 +1,4 @@
-// ProcessSet: construction (the coordinator lives on the set's rank 0).
+// ProcessSet: construction (the coordinator lives on the set's rank 0) and its pending ops.
 #include "fusion/process_set.h"
 
 namespace kolo::engine {
@@ -12,6 +12,27 @@ ProcessSet::ProcessSet(int id_, std::shared_ptr<Communicator> comm_, const Engin
   if (comm->rank() == 0)
     coordinator = std::make_unique<Coordinator>(comm->size(), options.stall_check_seconds,
                                                 options.stall_shutdown_seconds);
+}
+
+void ProcessSet::hold(Pending&& op) {
+  if (spare_.empty()) {
+    const std::string name = op.request.name;  // the key is built before op is moved from
+    pending.emplace(name, std::move(op));
+    return;
+  }
+  PendingMap::node_type node = std::move(spare_.back());
+  spare_.pop_back();
+  node.key() = op.request.name;
+  node.mapped() = std::move(op);
+  pending.insert(std::move(node));
+}
+
+void ProcessSet::release(PendingMap::iterator op) {
+  PendingMap::node_type node = pending.extract(op);
+  node.mapped().state.reset();  // the handle's state and the device mark are not kept alive
+  node.mapped().ready.reset();
+  constexpr size_t kMaxSpare = 4096;
+  if (spare_.size() < kMaxSpare) spare_.push_back(std::move(node));
 }
 
 }  // namespace kolo::engine
