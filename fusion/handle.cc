@@ -70,6 +70,7 @@ bool Handle::done() const {
 
 Status Handle::status() const {
   KOLO_CHECK_ARG(state_ != nullptr, "status() on an empty Handle");
+  if (state_->is_done()) return state_->status;  // written once, before done
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->status;
 }
@@ -77,7 +78,7 @@ Status Handle::status() const {
 void Handle::check() const {
   while (!wait(std::chrono::hours(1))) {
   }
-  Status s = status();
+  const Status& s = state_->status;  // done: never written again (State::complete)
   if (!s.ok) throw Error(s.code, s.message);
 }
 

@@ -48,7 +48,7 @@ struct Handle::State {
   std::mutex mutex;
   std::condition_variable changed;
   std::atomic<bool> done{false};
-  Status status;
+  Status status;  // final once done is set: read without the mutex from then on
   // Results the engine sizes (allgather, alltoall, reduce_scatter), written before complete().
   std::vector<char> output;
   std::vector<int64_t> output_shape;
