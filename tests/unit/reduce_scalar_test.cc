@@ -65,15 +65,20 @@ TEST(ReduceFinishAverage, EveryIsaMatchesScalar) {
   const Isa before = active_isa();
   std::mt19937_64 rng(77);
   std::uniform_real_distribution<double> value(-1e6, 1e6);
-  const double specials[] = {std::numeric_limits<double>::infinity(), -0.0,
-                             std::numeric_limits<double>::quiet_NaN(), 1e-310, 3.0};
+  const double specials[] = {std::numeric_limits<double>::infinity(),
+                             -0.0,
+                             std::numeric_limits<double>::quiet_NaN(),
+                             1e-310,
+                             3.0,
+                             1e-40 /* a subnormal float */,
+                             5e-324 /* the least double */};
   for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64,
                       DType::kInt8, DType::kInt16}) {
     const bool half = dtype_size(dtype) == 2;
     const size_t count = half ? 65536 + 13 : 4099;
     Bytes input(count * dtype_size(dtype));
     for (size_t i = 0; i < count; ++i) {
-      const double x = i % 97 < 5 ? specials[i % 97] : value(rng);
+      const double x = i % 97 < 7 ? specials[i % 97] : value(rng);
       if (dtype == DType::kInt8)
         write(input, i, static_cast<uint8_t>(i));
       else if (half)
