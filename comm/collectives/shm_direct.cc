@@ -73,15 +73,16 @@ char* reduced_chunk() {
 
 // dst[0..count) = x_0 op x_1 op ... op x_{n-1}, combined in rank order whichever rank computes
 // it, so an element's result does not depend on which block (owner) it falls in: a tensor gives
-// the same bits wherever a fusion buffer places it. `own` is this rank's x (it may be dst);
-// source(q) returns rank q's bytes, valid until the next call. x_0 op x_1 goes straight into
-// dst (combine reads each element before writing it), so only ranks from 2 on, whose own x is
-// needed after dst was first written, keep a copy of it when reducing in place.
+// the same bits wherever a fusion buffer places it; an average is divided by n in the last
+// combine's pass (reduce::combine_average). `own` is this rank's x (it may be dst); source(q)
+// returns rank q's bytes, valid until the next call. x_0 op x_1 goes straight into dst (combine
+// reads each element before writing it), so only ranks from 2 on, whose own x is needed after
+// dst was first written, keep a copy of it when reducing in place.
 template <class Source>
 void combine_in_rank_order(char* dst, const char* own, int rank, int n, size_t count, DType dtype,
                            ReduceOp op, Source&& source) {
   const size_t bytes = count * dtype_size(dtype);
-  if (n == 1) {
+  if (n == 1) {  // an average by 1 is the value itself
     if (dst != own) std::memcpy(dst, own, bytes);
     return;
   }
@@ -91,21 +92,27 @@ void combine_in_rank_order(char* dst, const char* own, int rank, int n, size_t c
     stash.assign(own, own + bytes);
     mine = stash.data();
   }
+  // Combine with x_q, the last one (q = n - 1) finishing an average.
+  auto step = [&](const char* a, const char* b, int q) {
+    if (op == ReduceOp::kAverage && q == n - 1)
+      reduce::combine_average(dst, a, b, count, dtype, n);
+    else
+      reduce::combine(dst, a, b, count, dtype, op);
+  };
   if (rank == 0) {
-    reduce::combine(dst, mine, source(1), count, dtype, op);
+    step(mine, source(1), 1);
   } else if (rank == 1) {
-    reduce::combine(dst, source(0), mine, count, dtype, op);
+    step(source(0), mine, 1);
   } else {
     std::memcpy(dst, source(0), bytes);
-    reduce::combine(dst, dst, source(1), count, dtype, op);
+    step(dst, source(1), 1);
   }
-  for (int q = 2; q < n; ++q)
-    reduce::combine(dst, dst, q == rank ? mine : source(q), count, dtype, op);
+  for (int q = 2; q < n; ++q) step(dst, q == rank ? mine : source(q), q);
 }
 
 // dst[0..bytes) = input[0..bytes) op (the same range of every peer's published buffer
-// `index`, at byte offset `offset`), in rank order (combine_in_rank_order); averaged for
-// kAverage chunk by chunk, while each chunk is still in cache. With push_index >= 0 each
+// `index`, at byte offset `offset`), in rank order (combine_in_rank_order, which also
+// averages for kAverage). With push_index >= 0 each
 // reduced chunk is also written to the same range of every peer's published buffer
 // `push_index` (the allreduce's outputs) while it is in cache, with streaming stores if asked
 // (and to dst too if `stream_own`).
@@ -125,7 +132,6 @@ void reduce_from_peers(transport::SharedMemory& ctx, int index, size_t offset, c
                             ctx.read_peer(peer, remote, chunk_buffer(), len);
                             return chunk_buffer();
                           });
-    if (op == ReduceOp::kAverage) reduce::finish_average(out, len / esize, dtype, n);
     if (stream_own) copy_streaming(dst + at, out, len);
     if (push_index < 0) continue;
     for (int step = 1; step < n; ++step) {
@@ -208,7 +214,6 @@ void staged_reduce_scatter(transport::SharedMemory& ctx, const char* in, char* o
         if (at >= block_bytes(r)) return;
         const size_t count = std::min(piece, block_bytes(r) - at) / esize;
         combine_in_rank_order(out + at, own + at, r, n, count, dtype, op, staged);
-        if (op == ReduceOp::kAverage) reduce::finish_average(out + at, count, dtype, n);
       });
 }
 

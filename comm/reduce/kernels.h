@@ -27,12 +27,16 @@ namespace avx2 {
 // Requires AVX2, FMA and F16C. Bit-identical to scalar::combine and scalar::finish_average.
 void combine(void* dst, const void* a, const void* b, size_t count, DType dtype, ReduceOp op);
 void finish_average(void* data, size_t count, DType dtype, int divisor);
+void combine_average(void* dst, const void* a, const void* b, size_t count, DType dtype,
+                     int divisor);
 }  // namespace avx2
 
 namespace avx512 {
 // Requires AVX-512 F/BW/VL/DQ (and AVX2, FMA, F16C). Bit-identical to the scalar reference.
 void combine(void* dst, const void* a, const void* b, size_t count, DType dtype, ReduceOp op);
 void finish_average(void* data, size_t count, DType dtype, int divisor);
+void combine_average(void* dst, const void* a, const void* b, size_t count, DType dtype,
+                     int divisor);
 }  // namespace avx512
 
 }  // namespace kolo::reduce

@@ -192,4 +192,17 @@ void finish_average(void* data, size_t count, DType dtype, int divisor) {
   }
 }
 
+void combine_average(void* dst, const void* a, const void* b, size_t count, DType dtype,
+                     int divisor) {
+  KOLO_CHECK_ARG(divisor > 0, "combine_average: divisor must be positive, got ", divisor);
+  if (!check_combine(dst, a, b, count, dtype, ReduceOp::kSum)) return;
+  switch (active_isa()) {
+    case Isa::kAvx512: return avx512::combine_average(dst, a, b, count, dtype, divisor);
+    case Isa::kAvx2: return avx2::combine_average(dst, a, b, count, dtype, divisor);
+    case Isa::kScalar:
+      scalar::combine(dst, a, b, count, dtype, ReduceOp::kSum);
+      return scalar::finish_average(dst, count, dtype, divisor);
+  }
+}
+
 }  // namespace kolo::reduce

@@ -27,5 +27,10 @@ void combine_with(Isa isa, void* dst, const void* a, const void* b, size_t count
 
 // data[i] /= divisor (integer types: truncating division, as C++ does).
 void finish_average(void* data, size_t count, DType dtype, int divisor);
+// combine(dst, a, b, count, dtype, kSum) then finish_average(dst, count, dtype, divisor), with
+// the same bits, in one pass over the data where the dtype allows (fp32, fp64): the last
+// combine of an average.
+void combine_average(void* dst, const void* a, const void* b, size_t count, DType dtype,
+                     int divisor);
 
 }  // namespace kolo::reduce

@@ -1,5 +1,6 @@
-// comm/reduce/reduce.h's finish_average: closed-form checks, and every vector ISA against the
-// scalar reference bit for bit (the conversions' closed forms are in convert_test.cc).
+// comm/reduce/reduce.h's finish_average and combine_average: closed-form checks, and every
+// vector ISA against the scalar reference bit for bit (the conversions' closed forms are in
+// convert_test.cc).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "comm/base/error.h"
 #include "comm/reduce/reduce.h"
 #include "tests/unit/reduce_bytes.h"
 
@@ -103,6 +105,63 @@ TEST(ReduceFinishAverage, EveryIsaMatchesScalar) {
     }
   }
   set_active_isa(before);
+}
+
+TEST(ReduceCombineAverage, EveryIsaGivesTheBitsOfCombineThenFinishAverage) {
+  // The one-pass average (fp32, fp64) and the two-pass one (other dtypes) against the scalar
+  // sum followed by the scalar division: random values with infinities, NaN and subnormals,
+  // divisors that are and are not powers of two, counts with and without a scalar tail (and
+  // one shorter than a vector), out of place and in place.
+  const Isa before = active_isa();
+  std::mt19937_64 rng(78);
+  std::uniform_real_distribution<double> value(-1e6, 1e6);
+  const double specials[] = {std::numeric_limits<double>::infinity(),
+                             -0.0,
+                             std::numeric_limits<double>::quiet_NaN(),
+                             1e-40,
+                             5e-324,
+                             3.0};
+  for (DType dtype :
+       {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt32}) {
+    for (size_t count : {size_t{5}, size_t{4096}, size_t{4099}}) {
+      Bytes a(count * dtype_size(dtype)), b(a.size());
+      for (size_t i = 0; i < count; ++i) {
+        const double x = i % 31 < 6 ? specials[i % 31] : value(rng), y = value(rng);
+        if (dtype == DType::kFloat32) {
+          write(a, i, static_cast<float>(x));
+          write(b, i, static_cast<float>(y));
+        } else if (dtype == DType::kFloat64) {
+          write(a, i, x);
+          write(b, i, y);
+        } else if (dtype == DType::kInt32) {
+          write(a, i, static_cast<int32_t>(y));
+          write(b, i, static_cast<int32_t>(i));
+        } else {
+          write(a, i, static_cast<uint16_t>(rng()));
+          write(b, i, static_cast<uint16_t>(rng()));
+        }
+      }
+      for (int divisor : {1, 2, 3, 7, 8}) {
+        set_active_isa(Isa::kScalar);
+        Bytes expected(a.size());
+        combine(expected.data(), a.data(), b.data(), count, dtype, ReduceOp::kSum);
+        finish_average(expected.data(), count, dtype, divisor);
+        for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+          if (static_cast<int>(isa) > static_cast<int>(best_isa())) continue;
+          set_active_isa(isa);
+          Bytes out(a.size()), in_place = a;
+          combine_average(out.data(), a.data(), b.data(), count, dtype, divisor);
+          combine_average(in_place.data(), in_place.data(), b.data(), count, dtype, divisor);
+          EXPECT_TRUE(out == expected)
+              << isa_name(isa) << " " << dtype_name(dtype) << " x" << count << " / " << divisor;
+          EXPECT_TRUE(in_place == expected)
+              << isa_name(isa) << " in place " << dtype_name(dtype) << " / " << divisor;
+        }
+      }
+    }
+  }
+  set_active_isa(before);
+  EXPECT_THROW(combine_average(nullptr, nullptr, nullptr, 0, DType::kFloat32, 0), kolo::Error);
 }
 
 }  // namespace
