@@ -32,10 +32,9 @@ struct Driver {
   std::atomic<int> waiters{0};
   // When an application thread last submitted an op or finished waiting for one
   // (steady_clock ticks): the loop thread of a rank without a spare core defers to it
-  // (EngineOptions::Progress::kWaiter).
-  // The coarse clock (CLOCK_MONOTONIC_COARSE, steady_clock's base at a few ms of resolution) is
-  // read in a quarter of the time, and every submission touches: the grace it is compared
-  // with is tens of ms.
+  // (EngineOptions::Progress::kWaiter). Read from CLOCK_MONOTONIC_COARSE, steady_clock's base
+  // at a few ms of resolution, in a quarter of the time: every submission touches, and the
+  // grace it is compared with is tens of ms.
   std::atomic<int64_t> touched{0};
   void touch() {
     timespec now;
