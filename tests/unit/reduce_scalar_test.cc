@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <string>
@@ -15,6 +16,21 @@
 
 namespace kolo::reduce {
 namespace {
+
+// Element i of a float test input: one of the special values at the start of every 97
+// (infinity, -0, NaN, subnormals, an exact quotient), else a random value in +-1e6.
+double test_value(size_t i, std::mt19937_64& rng) {
+  static const double kSpecials[] = {std::numeric_limits<double>::infinity(),
+                                     -0.0,
+                                     std::numeric_limits<double>::quiet_NaN(),
+                                     1e-310,
+                                     3.0,
+                                     1e-40 /* a subnormal float */,
+                                     5e-324 /* the least double */};
+  constexpr size_t kNumSpecials = std::size(kSpecials);
+  if (i % 97 < kNumSpecials) return kSpecials[i % 97];
+  return std::uniform_real_distribution<double>(-1e6, 1e6)(rng);
+}
 
 TEST(ReduceFinishAverage, IntegersTruncate) {
   Bytes i32 = pack<int32_t>(
@@ -66,21 +82,13 @@ TEST(ReduceFinishAverage, EveryIsaMatchesScalar) {
   // scalar tail. The ISAs up to the CPU's best.
   const Isa before = active_isa();
   std::mt19937_64 rng(77);
-  std::uniform_real_distribution<double> value(-1e6, 1e6);
-  const double specials[] = {std::numeric_limits<double>::infinity(),
-                             -0.0,
-                             std::numeric_limits<double>::quiet_NaN(),
-                             1e-310,
-                             3.0,
-                             1e-40 /* a subnormal float */,
-                             5e-324 /* the least double */};
   for (DType dtype : {DType::kFloat16, DType::kBFloat16, DType::kFloat32, DType::kFloat64,
                       DType::kInt8, DType::kInt16}) {
     const bool half = dtype_size(dtype) == 2;
     const size_t count = half ? 65536 + 13 : 4099;
     Bytes input(count * dtype_size(dtype));
     for (size_t i = 0; i < count; ++i) {
-      const double x = i % 97 < 7 ? specials[i % 97] : value(rng);
+      const double x = test_value(i, rng);
       if (dtype == DType::kInt8)
         write(input, i, static_cast<uint8_t>(i));
       else if (half)
@@ -114,19 +122,12 @@ TEST(ReduceCombineAverage, EveryIsaGivesTheBitsOfCombineThenFinishAverage) {
   // one shorter than a vector), out of place and in place.
   const Isa before = active_isa();
   std::mt19937_64 rng(78);
-  std::uniform_real_distribution<double> value(-1e6, 1e6);
-  const double specials[] = {std::numeric_limits<double>::infinity(),
-                             -0.0,
-                             std::numeric_limits<double>::quiet_NaN(),
-                             1e-40,
-                             5e-324,
-                             3.0};
   for (DType dtype :
        {DType::kFloat32, DType::kFloat64, DType::kFloat16, DType::kBFloat16, DType::kInt32}) {
     for (size_t count : {size_t{5}, size_t{4096}, size_t{4099}}) {
       Bytes a(count * dtype_size(dtype)), b(a.size());
       for (size_t i = 0; i < count; ++i) {
-        const double x = i % 31 < 6 ? specials[i % 31] : value(rng), y = value(rng);
+        const double x = test_value(i, rng), y = test_value(i + 50, rng);
         if (dtype == DType::kFloat32) {
           write(a, i, static_cast<float>(x));
           write(b, i, static_cast<float>(y));
@@ -134,7 +135,7 @@ TEST(ReduceCombineAverage, EveryIsaGivesTheBitsOfCombineThenFinishAverage) {
           write(a, i, x);
           write(b, i, y);
         } else if (dtype == DType::kInt32) {
-          write(a, i, static_cast<int32_t>(y));
+          write(a, i, static_cast<int32_t>(i * 7919 % 100003) - 50000);  // y may be inf or NaN
           write(b, i, static_cast<int32_t>(i));
         } else {
           write(a, i, static_cast<uint16_t>(rng()));
