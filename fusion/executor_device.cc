@@ -50,15 +50,16 @@ void Executor::unpack_device(DeviceSet& dev, ProcessSet& set,
                              double postscale) {
   const Request& p = group[0]->params;
   std::vector<fusion::cuda::Span> spans;
-  size_t at = 0, k = 0;
+  size_t at = 0, k = 0, submitted = 0;
   for_each_tensor(group, [&](const Response& r, size_t i) {
     auto it = members[k++];
     if (it != set.pending.end()) {
       spans.push_back({buf + at, it->second.output.data, static_cast<uint64_t>(r.counts[i])});
-      stats_->bytes_submitted += it->second.input.bytes();
+      submitted += it->second.input.bytes();
     }
     at += wire_bytes(r, i);
   });
+  stats_->bytes_submitted += submitted;
   dev.convert(spans.data(), spans.size(), wire_dtype(p.dtype, p.compression), p.dtype, postscale);
   dev.synchronize();
   for (auto it : members)
