@@ -228,11 +228,15 @@ void shm_low_latency_allreduce(transport::SharedMemory& ctx, const void* send, v
   std::memcpy(ctx.small_slot(generation), send, bytes);
   ctx.arrive(generation);
   ctx.wait_generation(generation);
-  reduce::combine(recv, ctx.small_slot_of(0, generation), ctx.small_slot_of(1, generation), count,
-                  dtype, op);
-  for (int p = 2; p < n; ++p)
-    reduce::combine(recv, recv, ctx.small_slot_of(p, generation), count, dtype, op);
-  if (op == ReduceOp::kAverage) reduce::finish_average(recv, count, dtype, n);
+  // The last combine of an average divides in the same pass (reduce::combine_average).
+  auto step = [&](const void* a, int p) {
+    if (op == ReduceOp::kAverage && p == n - 1)
+      reduce::combine_average(recv, a, ctx.small_slot_of(p, generation), count, dtype, n);
+    else
+      reduce::combine(recv, a, ctx.small_slot_of(p, generation), count, dtype, op);
+  };
+  step(ctx.small_slot_of(0, generation), 1);
+  for (int p = 2; p < n; ++p) step(recv, p);
 }
 
 void shm_direct_allreduce(transport::SharedMemory& ctx, const void* send, void* recv, size_t count,
