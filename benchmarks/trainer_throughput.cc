@@ -29,6 +29,7 @@
 #include "trainer/config/train_config.h"
 #include "trainer/data/rng.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
+#include "trainer/kernels/cpu/gemm.h"
 #include "trainer/model/bert.h"
 #include "trainer/train/train_step.h"
 #ifdef KOLO_BENCH_TRAINER_CUDA
@@ -142,7 +143,32 @@ struct Timing {
   // thread in consecutive runs), so a peak measured only before the rows could even come out
   // below them; trials between the steps see the same machine the steps do.
   double sgemm = 0;
+  // CPU at one thread: one step's products replayed alone through the same sgemm (best of 3
+  // replays), and the floating-point operations they did. 0 when not measured.
+  double gemm_seconds = 0, gemm_flop = 0;
 };
+
+// Runs `calls` (one step's products, in order) on scratch operands of their shapes: the time
+// the step would take if everything but its GEMMs took none. The best of `trials` replays.
+double replay_gemms(const std::vector<kt::cpu::GemmCall>& calls, int trials) {
+  size_t a = 1, b = 1, c = 1;
+  for (const auto& g : calls) {
+    a = std::max(a, size_t(g.trans_a ? g.K : g.M) * size_t(g.lda));
+    b = std::max(b, size_t(g.trans_b ? g.N : g.K) * size_t(g.ldb));
+    c = std::max(c, size_t(g.M) * size_t(g.ldc));
+  }
+  std::vector<float> A(a, 0.01f), B(b, 0.01f), C(c, 0.0f);
+  double best = 0;
+  for (int t = 0; t < trials; ++t) {
+    const auto start = std::chrono::steady_clock::now();
+    for (const auto& g : calls)
+      kt::cpu::sgemm(g.trans_a, g.trans_b, g.M, g.N, g.K, 1.0f, A.data(), g.lda, B.data(), g.ldb,
+                     g.accumulate ? 1.0f : 0.0f, C.data(), g.ldc);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    best = t == 0 ? took.count() : std::min(best, took.count());
+  }
+  return best;
+}
 
 Timing time_kolo(const Options& o, kolo::DType dtype, int interval) {
   kt::BertConfig config = kt::bert_preset(o.preset);
@@ -172,7 +198,21 @@ Timing time_kolo(const Options& o, kolo::DType dtype, int interval) {
     if (i >= o.warmup && sgemm) sgemm_best = std::max(sgemm_best, sgemm->best(o.threads, 1));
   }
   std::sort(times.begin(), times.end());
-  return {times[times.size() / 2], model.activation_bytes(), sgemm_best};
+  Timing timing{times[times.size() / 2], model.activation_bytes(), sgemm_best};
+  // One more step with its products recorded, then replayed alone. Only at one thread: with
+  // more, attention's per-head products run side by side in the step but one after another in
+  // the replay, so the replay would be no ceiling.
+  if (o.device == "cpu" && o.threads == 1 && !step) {
+    std::vector<kt::cpu::GemmCall> calls;
+    kt::cpu::record_gemms(&calls);
+    model.zero_grad();
+    model.forward(batch);
+    model.backward(1.0f);
+    kt::cpu::record_gemms(nullptr);
+    timing.gemm_seconds = replay_gemms(calls, 3);
+    for (const auto& g : calls) timing.gemm_flop += 2.0 * g.M * g.N * g.K;
+  }
+  return timing;
 }
 
 // The backend's own GEMM rate in `dtype` (TFLOP/s): y = x . w^T with 8192^3, the best of 5
@@ -298,6 +338,13 @@ int run(const Options& o) {
                   100 * gflops(t.seconds) / reference);
       if (t.sgemm > 0) std::printf("  (sgemm %.1f between its steps)", t.sgemm);
       std::printf("\n");
+      if (t.gemm_seconds > 0)
+        std::printf(
+            "#   its %.2f GFLOP of products replayed alone: %.1f ms (%.0f%% of its step), %.1f "
+            "GFLOP/s = %.0f%% of that sgemm: the most its %%sgemm could reach\n",
+            t.gemm_flop / 1e9, t.gemm_seconds * 1e3, 100 * t.gemm_seconds / t.seconds,
+            t.gemm_flop / t.gemm_seconds / 1e9,
+            100 * t.gemm_flop / t.gemm_seconds / 1e9 / reference);
       std::fflush(stdout);
     }
   }

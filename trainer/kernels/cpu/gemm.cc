@@ -3,6 +3,8 @@
 // weight gradients accumulate in fp32 (dw widened, sgemm with beta = 1, rounded back).
 #include <cblas.h>
 
+#include <atomic>
+#include <mutex>
 #include <string>
 
 #include "trainer/kernels/checks.h"
@@ -37,11 +39,24 @@ void blas(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const fl
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+std::atomic<std::vector<GemmCall>*> gemm_log{nullptr};
+std::mutex gemm_log_mutex;
+
 }  // namespace
+
+void record_gemms(std::vector<GemmCall>* log) {
+  std::lock_guard<std::mutex> lock(gemm_log_mutex);
+  gemm_log.store(log);
+}
 
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc) {
   if (M == 0 || N == 0) return;
+  if (gemm_log.load(std::memory_order_relaxed) != nullptr) {
+    std::lock_guard<std::mutex> lock(gemm_log_mutex);
+    if (auto* log = gemm_log.load())
+      log->push_back({trans_a, trans_b, M, N, K, lda, ldb, ldc, beta != 0});
+  }
   if (pool_threads() == 1 || double(M) * N * K < kSplitWork) {
     blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   } else {

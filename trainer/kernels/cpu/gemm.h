@@ -5,6 +5,8 @@
 // cores would each spin while the other computes).
 #pragma once
 
+#include <vector>
+
 namespace kolo::trainer::cpu {
 
 // Before any BLAS call (cpu_backend() makes it first): when OpenBLAS chose kernels without AVX2
@@ -16,5 +18,15 @@ const char* blas_kernels();
 
 void sgemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
            const float* B, int ldb, float beta, float* C, int ldc);
+
+// One sgemm call's shape, as recorded for a replay (benchmarks/trainer_throughput times a
+// step's products alone: the ceiling its kernels' GEMMs set).
+struct GemmCall {
+  bool trans_a, trans_b;
+  int M, N, K, lda, ldb, ldc;
+  bool accumulate;  // beta != 0
+};
+// While `log` is set, every sgemm call (from any thread) appends its shape to it; null stops.
+void record_gemms(std::vector<GemmCall>* log);
 
 }  // namespace kolo::trainer::cpu
