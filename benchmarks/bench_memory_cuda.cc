@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "benchmarks/bench_memory.h"
+#include "comm/base/cuda_check.h"
 #include "comm/base/error.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "fusion/cuda_device.h"
@@ -13,9 +14,7 @@ namespace kolo::bench {
 namespace {
 
 void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess)
-    KOLO_THROW(ErrorCode::kIo, "engine_overhead --device cuda: ", what,
-               " failed: ", cudaGetErrorString(status));
+  check_cuda(status, "engine_overhead --device cuda", what);
 }
 
 class CudaMemory final : public BenchMemory {

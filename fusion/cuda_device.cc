@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/base/cuda_check.h"
 #include "comm/base/error.h"
 #include "comm/communicator.h"
 #include "comm/nccl/nccl_communicator.h"
@@ -14,9 +15,7 @@ namespace kolo::engine {
 namespace {
 
 void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess)
-    KOLO_THROW(ErrorCode::kIo, "engine device path: ", what,
-               " failed: ", cudaGetErrorString(status));
+  check_cuda(status, "engine device path", what);
 }
 
 int current_device() {

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "comm/base/cuda_check.h"
 #include "comm/base/error.h"
 #include "fusion/cuda/codec.cuh"
 #include "fusion/cuda/convert.h"
@@ -58,8 +59,7 @@ __global__ void convert_kernel(SpanTable table, float scale) {
 }
 
 void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess)
-    KOLO_THROW(ErrorCode::kIo, "device pack: ", what, " failed: ", cudaGetErrorString(status));
+  check_cuda(status, "device pack", what);
 }
 
 template <typename From, typename To>

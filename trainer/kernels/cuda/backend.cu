@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "comm/base/cuda_check.h"
 #include "fusion/cuda/convert.h"
 #include "trainer/kernels/cuda/common.cuh"
 #include "trainer/kernels/cuda/cuda_backend.h"
@@ -13,10 +14,7 @@ namespace kolo::trainer {
 namespace cuda {
 
 void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess) {
-    KOLO_THROW(ErrorCode::kIo, "cuda backend: ", what, " failed: ", cudaGetErrorName(status), " (",
-               cudaGetErrorString(status), ")");
-  }
+  check_cuda(status, "cuda backend", what);
 }
 
 void check(cublasStatus_t status, const char* what) {
