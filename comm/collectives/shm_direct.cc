@@ -71,6 +71,17 @@ char* reduced_chunk() {
   return buffer;
 }
 
+// dst = a op x_q, where x_q is rank q's contribution in a combine in rank order over n ranks:
+// the last one (q = n - 1) of an average also divides, in the same pass
+// (reduce::combine_average).
+void combine_step(void* dst, const void* a, const void* b, size_t count, DType dtype, ReduceOp op,
+                  int q, int n) {
+  if (op == ReduceOp::kAverage && q == n - 1)
+    reduce::combine_average(dst, a, b, count, dtype, n);
+  else
+    reduce::combine(dst, a, b, count, dtype, op);
+}
+
 // dst[0..count) = x_0 op x_1 op ... op x_{n-1}, combined in rank order whichever rank computes
 // it, so an element's result does not depend on which block (owner) it falls in: a tensor gives
 // the same bits wherever a fusion buffer places it; an average is divided by n in the last
@@ -94,10 +105,7 @@ void combine_in_rank_order(char* dst, const char* own, int rank, int n, size_t c
   }
   // Combine with x_q, the last one (q = n - 1) finishing an average.
   auto step = [&](const char* a, const char* b, int q) {
-    if (op == ReduceOp::kAverage && q == n - 1)
-      reduce::combine_average(dst, a, b, count, dtype, n);
-    else
-      reduce::combine(dst, a, b, count, dtype, op);
+    combine_step(dst, a, b, count, dtype, op, q, n);
   };
   if (rank == 0) {
     step(mine, source(1), 1);
@@ -228,15 +236,10 @@ void shm_low_latency_allreduce(transport::SharedMemory& ctx, const void* send, v
   std::memcpy(ctx.small_slot(generation), send, bytes);
   ctx.arrive(generation);
   ctx.wait_generation(generation);
-  // The last combine of an average divides in the same pass (reduce::combine_average).
-  auto step = [&](const void* a, int p) {
-    if (op == ReduceOp::kAverage && p == n - 1)
-      reduce::combine_average(recv, a, ctx.small_slot_of(p, generation), count, dtype, n);
-    else
-      reduce::combine(recv, a, ctx.small_slot_of(p, generation), count, dtype, op);
-  };
-  step(ctx.small_slot_of(0, generation), 1);
-  for (int p = 2; p < n; ++p) step(recv, p);
+  combine_step(recv, ctx.small_slot_of(0, generation), ctx.small_slot_of(1, generation), count,
+               dtype, op, 1, n);
+  for (int p = 2; p < n; ++p)
+    combine_step(recv, recv, ctx.small_slot_of(p, generation), count, dtype, op, p, n);
 }
 
 void shm_direct_allreduce(transport::SharedMemory& ctx, const void* send, void* recv, size_t count,
