@@ -358,17 +358,28 @@ int main(int argc, char** argv) {
   Options o;
   app.add_option("--preset", o.preset, "BERT preset: tiny mini small medium base large")
       ->capture_default_str();
-  app.add_option("--batch", o.batch, "sequences per step")->capture_default_str();
-  app.add_option("--seq", o.seq, "tokens per sequence")->capture_default_str();
-  app.add_option("--steps", o.steps, "timed steps (the median is reported)")->capture_default_str();
-  app.add_option("--warmup", o.warmup, "untimed steps first")->capture_default_str();
+  app.add_option("--batch", o.batch, "sequences per step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--seq", o.seq, "tokens per sequence")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--steps", o.steps, "timed steps (the median is reported)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--warmup", o.warmup, "untimed steps first")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   app.add_option("--threads", o.threads, "kernel / torch threads")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  app.add_option("--dropout", o.dropout, "hidden and attention dropout")->capture_default_str();
+  app.add_option("--dropout", o.dropout, "hidden and attention dropout")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("--dtypes", o.dtypes, "kolo storage dtypes to time")->capture_default_str();
   app.add_option("--checkpoint-intervals", o.intervals,
                  "activation checkpointing intervals to time (0: off; k: every k-th layer)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--python", o.python, "interpreter with torch")->capture_default_str();
   app.add_flag("!--no-torch", o.torch, "skip the PyTorch run");
@@ -378,8 +389,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
+    for (const std::string& name : o.dtypes) kolo::parse_dtype(name, "--dtypes");  // before any run
     return run(o);
-  } catch (const kolo::Error& e) {
+  } catch (const std::exception& e) {  // kolo::Error, or what the model's sizes make of memory
     std::fprintf(stderr, "trainer_throughput: %s\n", e.what());
     return 1;
   }
