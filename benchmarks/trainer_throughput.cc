@@ -379,7 +379,7 @@ int main(int argc, char** argv) {
   app.add_option("--dtypes", o.dtypes, "kolo storage dtypes to time")->capture_default_str();
   app.add_option("--checkpoint-intervals", o.intervals,
                  "activation checkpointing intervals to time (0: off; k: every k-th layer)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_option("--python", o.python, "interpreter with torch")->capture_default_str();
   app.add_flag("!--no-torch", o.torch, "skip the PyTorch run");
