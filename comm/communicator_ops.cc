@@ -217,10 +217,12 @@ void Communicator::allgather(const void* send, void* recv, size_t count, DType d
 void Communicator::allgatherv(const void* send, size_t send_count, void* recv,
                               const std::vector<size_t>& recv_counts, DType dtype,
                               const CollectiveOptions& options) {
-  KOLO_CHECK_EQ(recv_counts.size(), static_cast<size_t>(size_), ErrorCode::kInvalidArgument,
-                "allgatherv: recv_counts must have one entry per rank");
-  KOLO_CHECK_EQ(send_count, recv_counts[static_cast<size_t>(rank_)], ErrorCode::kInvalidArgument,
-                "allgatherv: send_count and recv_counts[rank]");
+  KOLO_CHECK_ARG(recv_counts.size() == static_cast<size_t>(size_),
+                 "allgatherv: ", recv_counts.size(), " recv_counts for ", size_,
+                 " ranks; pass one per rank");
+  KOLO_CHECK_ARG(send_count == recv_counts[static_cast<size_t>(rank_)], "allgatherv on rank ",
+                 rank_, ": send_count ", send_count, " differs from recv_counts[", rank_, "] ",
+                 recv_counts[static_cast<size_t>(rank_)]);
   const size_t total = checked_total(recv_counts, dtype, "allgatherv");
   const size_t esize = dtype_size(dtype);
   check_buffer(send, send_count, dtype, "allgatherv", "send");
@@ -261,10 +263,12 @@ void Communicator::alltoall(const void* send, void* recv, size_t count, DType dt
 void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
                              const std::vector<size_t>& recv_counts, DType dtype,
                              const CollectiveOptions& options) {
-  KOLO_CHECK_EQ(send_counts.size(), static_cast<size_t>(size_), ErrorCode::kInvalidArgument,
-                "alltoallv: send_counts must have one entry per rank");
-  KOLO_CHECK_EQ(recv_counts.size(), static_cast<size_t>(size_), ErrorCode::kInvalidArgument,
-                "alltoallv: recv_counts must have one entry per rank");
+  KOLO_CHECK_ARG(send_counts.size() == static_cast<size_t>(size_),
+                 "alltoallv: ", send_counts.size(), " send_counts for ", size_,
+                 " ranks; pass one per rank");
+  KOLO_CHECK_ARG(recv_counts.size() == static_cast<size_t>(size_),
+                 "alltoallv: ", recv_counts.size(), " recv_counts for ", size_,
+                 " ranks; pass one per rank");
   checked_total(send_counts, dtype, "alltoallv");
   checked_total(recv_counts, dtype, "alltoallv");
   const size_t esize = dtype_size(dtype);

@@ -144,13 +144,15 @@ void check_alltoall_splits(Request& r, int set_size) {
                    " rows do not divide evenly over ", set_size, " ranks; pass splits");
     r.splits.assign(static_cast<size_t>(set_size), rows / set_size);
   }
-  KOLO_CHECK_EQ(static_cast<int64_t>(r.splits.size()), static_cast<int64_t>(set_size),
-                ErrorCode::kInvalidArgument, "alltoall of '" + r.name + "': splits per rank");
+  KOLO_CHECK_ARG(r.splits.size() == static_cast<size_t>(set_size), "alltoall of '", r.name,
+                 "': ", r.splits.size(), " splits for a process set of ", set_size,
+                 " ranks; pass one per rank");
   for (int64_t split : r.splits)  // a negative split would pass the sum check below
     KOLO_CHECK_ARG(split >= 0 && split <= rows, "alltoall of '", r.name, "': split ", split,
                    " is not in [0, ", rows, "]");
-  KOLO_CHECK_EQ(std::accumulate(r.splits.begin(), r.splits.end(), int64_t{0}), rows,
-                ErrorCode::kInvalidArgument, "alltoall of '" + r.name + "': sum of splits vs rows");
+  const int64_t sum = std::accumulate(r.splits.begin(), r.splits.end(), int64_t{0});
+  KOLO_CHECK_ARG(sum == rows, "alltoall of '", r.name, "': the splits add up to ", sum,
+                 " rows, but the tensor has ", rows);
 }
 
 }  // namespace

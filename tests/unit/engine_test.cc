@@ -240,6 +240,11 @@ TEST(Engine, BadArgumentsAreRefusedAtSubmissionAndTheEngineCarriesOn) {
     OpOptions splits;
     splits.splits = {-1, 5};
     refused([&] { eng.alltoall("s", fv, splits); }, "split -1");
+    splits.splits = {1, 2};
+    refused([&] { eng.alltoall("s", fv, splits); },
+            "the splits add up to 3 rows, but the tensor has 4");
+    splits.splits = {4};
+    refused([&] { eng.alltoall("s", fv, splits); }, "1 splits for a process set of 2 ranks");
     eng.allreduce("after", fv, fv).check();
     EXPECT_EQ(f[0], 2.0f);
     return 0;
