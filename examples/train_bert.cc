@@ -67,14 +67,16 @@ kt::TrainConfig phase_config(const kt::TrainConfig& base, const std::string& pha
   for (const std::string& o : overrides) kt::apply_override(json, o);
   kt::TrainConfig config = kt::parse_train_config(json, base.world_size, false);
   // One model serves both phases: its storage dtype and sequence length are the base config's.
-  KOLO_CHECK_EQ(std::string(kolo::dtype_name(config.storage_dtype())),
-                std::string(kolo::dtype_name(base.storage_dtype())),
-                kolo::ErrorCode::kInvalidArgument, "kolo.", phase,
-                ".set: the precision (fp16/bf16) must be the same in every phase");
-  KOLO_CHECK_EQ(config.kolo.json().value("seq_len", nlohmann::json(128)),
-                base.kolo.json().value("seq_len", nlohmann::json(128)),
-                kolo::ErrorCode::kInvalidArgument, "kolo.", phase,
-                ".set: kolo.seq_len must be the same in every phase");
+  const char* dtype = kolo::dtype_name(config.storage_dtype());
+  const char* base_dtype = kolo::dtype_name(base.storage_dtype());
+  KOLO_CHECK_ARG(std::string(dtype) == base_dtype, "kolo.", phase,
+                 ".set: the precision (fp16/bf16) must be the same in every phase: ", dtype,
+                 " here, ", base_dtype, " in the base config");
+  const nlohmann::json seq_len = config.kolo.json().value("seq_len", nlohmann::json(128));
+  const nlohmann::json base_seq_len = base.kolo.json().value("seq_len", nlohmann::json(128));
+  KOLO_CHECK_ARG(seq_len == base_seq_len, "kolo.", phase,
+                 ".set: kolo.seq_len must be the same in every phase: ", seq_len.dump(), " here, ",
+                 base_seq_len.dump(), " in the base config");
   return config;
 }
 

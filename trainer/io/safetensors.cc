@@ -104,8 +104,9 @@ SafetensorsFile::Entry parse_entry(const std::string& name, const nlohmann::json
   KOLO_CHECK_ARG(begin <= end && end <= data_bytes, context, ": data_offsets [", begin, ", ", end,
                  "] outside the data section of ", data_bytes, " bytes");
   e.bytes = end - begin;
-  KOLO_CHECK_EQ(shape_numel(e.shape, context) * dtype_size(e.dtype), e.bytes,
-                ErrorCode::kInvalidArgument, context, ": shape and byte range disagree");
+  const size_t needed = shape_numel(e.shape, context) * dtype_size(e.dtype);
+  KOLO_CHECK_ARG(needed == e.bytes, context, ": its shape and dtype take ", needed,
+                 " bytes, its data_offsets [", begin, ", ", end, "] ", e.bytes);
   e.data = data != nullptr ? data + begin : nullptr;
   e.offset = data_start + begin;
   return e;
