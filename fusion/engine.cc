@@ -88,15 +88,15 @@ std::ostream& operator<<(std::ostream& out, const OpWhat& w) {
 
 // Device tensors: a backend to run them, input and output on one device, and scaling and
 // compression its kernels take (float32, float16, bfloat16; other dtypes unscaled).
-void check_device(const Engine::Impl::Submission& op, const DeviceBackend* device) {
-  const Request& r = op.request;
-  const int id = std::max(op.input.device, op.output.device);
+void check_device(const Request& r, const Memory& input, const Memory& output,
+                  const DeviceBackend* device) {
+  const int id = std::max(input.device, output.device);
   KOLO_CHECK_ARG(device != nullptr, "tensor '", r.name, "' is in device memory (device ", id,
                  "); this engine has no device backend (EngineOptions::device, "
                  "kolo_engine_cuda's cuda_device_backend())");
-  KOLO_CHECK_ARG(op.output.data == nullptr || op.input.device == op.output.device, "tensor '",
-                 r.name, "': input on device ", op.input.device, ", output on device ",
-                 op.output.device, "; both must be on the same device");
+  KOLO_CHECK_ARG(output.data == nullptr || input.device == output.device, "tensor '", r.name,
+                 "': input on device ", input.device, ", output on device ", output.device,
+                 "; both must be on the same device");
   // The conversions the device pack and unpack will make (an average scales by 1/n).
   const DType wire = wire_dtype(r.dtype, r.compression);
   const double post = r.postscale * (r.op == ReduceOp::kAverage ? 0.5 : 1.0);
@@ -110,8 +110,8 @@ void check_device(const Engine::Impl::Submission& op, const DeviceBackend* devic
 }
 
 // What the loop would otherwise trust: a bad value here used to end the engine thread for good.
-void check_submission(const Engine::Impl::Submission& op, const DeviceBackend* device) {
-  const Request& r = op.request;
+void check_submission(const Request& r, const Memory& input, const Memory& output,
+                      const DeviceBackend* device) {
   const OpWhat what{r};  // formatted only into an error message (this runs for every op)
   KOLO_CHECK_ARG(static_cast<int>(r.dtype) < kNumDTypes, what, ": dtype ",
                  static_cast<int>(r.dtype), " is not a kolo dtype (0-", kNumDTypes - 1, ")");
@@ -129,9 +129,9 @@ void check_submission(const Engine::Impl::Submission& op, const DeviceBackend* d
     KOLO_CHECK_ARG(!__builtin_mul_overflow(count, static_cast<size_t>(d), &count) && count <= limit,
                    what, ": shape ", shape_text(r.shape), " has too many elements");
   }
-  if (op.input.device >= 0 || op.output.device >= 0) check_device(op, device);
-  KOLO_CHECK_ARG(op.input.data != nullptr || count == 0, "tensor '", r.name, "' has no data");
-  KOLO_CHECK_ARG(r.type != OpType::kAllreduce || op.output.data != nullptr || count == 0, what,
+  if (input.device >= 0 || output.device >= 0) check_device(r, input, output, device);
+  KOLO_CHECK_ARG(input.data != nullptr || count == 0, "tensor '", r.name, "' has no data");
+  KOLO_CHECK_ARG(r.type != OpType::kAllreduce || output.data != nullptr || count == 0, what,
                  ": the output buffer is null");
 }
 
@@ -159,23 +159,23 @@ void check_alltoall_splits(Request& r, int set_size) {
 
 // The checks that need the set (under mutex_): it exists, alltoall splits and broadcast roots
 // fit its size.
-void Engine::Impl::check_against_set(Submission* first, Submission* last, int set) {
+void Engine::Impl::check_set(int set) {
   KOLO_CHECK_ARG(set >= 0 && set < static_cast<int>(sets_.size()) && sets_[set], "process set ",
                  set, " does not exist on rank ", world_->rank());
+}
+
+void Engine::Impl::check_against_set(Request& r, const Memory& input, int set) {
   const int set_size = sets_[set]->comm ? sets_[set]->comm->size() : world_->size();
-  for (auto op = first; op != last; ++op) {
-    Request& r = op->request;
-    if (r.type == OpType::kAlltoall) check_alltoall_splits(r, set_size);
-    KOLO_CHECK_ARG(r.type != OpType::kBroadcast || (r.root >= 0 && r.root < set_size),
-                   "broadcast of '", r.name, "': root ", r.root, " is not in [0, ", set_size, ")");
-    if (r.device) {  // one device per set on a rank: the set's stream and buffer live there
-      std::atomic<int>& device = sets_[set]->device_id;  // written here only, under mutex_
-      const int known = device.load();
-      KOLO_CHECK_ARG(known < 0 || known == op->input.device, "tensor '", r.name, "' is on device ",
-                     op->input.device, " but process set ", set, " runs on device ", known,
-                     " on rank ", world_->rank());
-      if (known < 0) device.store(op->input.device);
-    }
+  if (r.type == OpType::kAlltoall) check_alltoall_splits(r, set_size);
+  KOLO_CHECK_ARG(r.type != OpType::kBroadcast || (r.root >= 0 && r.root < set_size),
+                 "broadcast of '", r.name, "': root ", r.root, " is not in [0, ", set_size, ")");
+  if (r.device) {  // one device per set on a rank: the set's stream and buffer live there
+    std::atomic<int>& device = sets_[set]->device_id;  // written here only, under mutex_
+    const int known = device.load();
+    KOLO_CHECK_ARG(known < 0 || known == input.device, "tensor '", r.name, "' is on device ",
+                   input.device, " but process set ", set, " runs on device ", known, " on rank ",
+                   world_->rank());
+    if (known < 0) device.store(input.device);
   }
 }
 
@@ -197,36 +197,38 @@ std::weak_ptr<Handle::State>& Engine::Impl::claim_name(const std::string& name, 
   return slot;
 }
 
-void Engine::Impl::enqueue(Submission&& op, int set, std::shared_ptr<Handle::State> state) {
-  if (timeline_.active()) timeline_.begin(op.request.name, "NEGOTIATE");
+void Engine::Impl::enqueue(const Request& request, const Memory& input, const Memory& output,
+                           int set, std::shared_ptr<Handle::State> state) {
+  if (timeline_.active()) timeline_.begin(request.name, "NEGOTIATE");
   std::shared_ptr<void> ready;
-  if (op.request.device) ready = options_.device->ready(op.input.device, op.input.stream);
-  auto& [queued_set, p] = queue_.emplace_back();  // built in place: a Request moves once
+  if (request.device) ready = options_.device->ready(input.device, input.stream);
+  if (queued_ == queue_.size()) queue_.emplace_back();
+  auto& [queued_set, p] = queue_[queued_++];
   queued_set = set;
-  p.request = std::move(op.request);
-  p.input = op.input;
-  p.output = op.output;
+  p.request = request;  // a copy into the slot's capacity
+  p.input = input;
+  p.output = output;
   p.state = std::move(state);
   p.ready = std::move(ready);
 }
 
 // The path of every single op (allreduce, allgather, ...): no vectors around the one op.
-Handle Engine::Impl::submit(Request request, Memory input, Memory output, int set) {
-  Submission op{std::move(request), input, output};
-  check_submission(op, options_.device.get());
+Handle Engine::Impl::submit(Request& request, const Memory& input, const Memory& output, int set) {
+  check_submission(request, input, output, options_.device.get());
   auto state = std::make_shared<Handle::State>();
   state->driver = driver_;
   driver_->touch();
   std::lock_guard<std::mutex> lock(mutex_);
-  check_against_set(&op, &op + 1, set);
+  check_set(set);
+  check_against_set(request, input, set);
   Handle handle(state);
   if (dead_) {
     state->fail(death_code_, "engine stopped: " + death_);
     return handle;
   }
   prune_names(set);
-  claim_name(op.request.name, set) = state;
-  enqueue(std::move(op), set, std::move(state));
+  claim_name(request.name, set) = state;
+  enqueue(request, input, output, set, std::move(state));
   if (idle_) wake_.notify_one();  // a busy or settling loop takes the queue anyway
   return handle;
 }
@@ -234,7 +236,8 @@ Handle Engine::Impl::submit(Request request, Memory input, Memory output, int se
 std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int set, bool one_state) {
   // Everything is checked before anything is queued: a refused member leaves no other member
   // of its group waiting for it.
-  for (const Submission& op : ops) check_submission(op, options_.device.get());
+  for (const Submission& op : ops)
+    check_submission(op.request, op.input, op.output, options_.device.get());
   std::vector<std::shared_ptr<Handle::State>> states;
   for (size_t i = 0; i < ops.size(); ++i) {
     states.push_back(one_state && i > 0 ? states[0] : std::make_shared<Handle::State>());
@@ -242,7 +245,8 @@ std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int se
   }
   driver_->touch();
   std::lock_guard<std::mutex> lock(mutex_);
-  check_against_set(ops.data(), ops.data() + ops.size(), set);
+  check_set(set);
+  for (Submission& op : ops) check_against_set(op.request, op.input, set);
   std::vector<Handle> handles(states.begin(), states.end());
   if (dead_) {
     for (auto& state : states) state->fail(death_code_, "engine stopped: " + death_);
@@ -259,7 +263,7 @@ std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int se
   }
   for (size_t i = 0; i < ops.size(); ++i) {
     *slots[i] = states[i];
-    enqueue(std::move(ops[i]), set, states[i]);
+    enqueue(ops[i].request, ops[i].input, ops[i].output, set, states[i]);
   }
   if (idle_) wake_.notify_one();
   return handles;
@@ -275,8 +279,7 @@ void Engine::Impl::loop() {
     {
       std::unique_lock<std::mutex> lock(mutex_);
       idle_ = true;
-      woken =
-          wake_.wait_for(lock, idle_wait, [&] { return stopping_ || dead_ || !queue_.empty(); });
+      woken = wake_.wait_for(lock, idle_wait, [&] { return stopping_ || dead_ || queued_ > 0; });
       idle_ = false;
       // Let the burst that woke us come in (a backward pass hands over gradient after
       // gradient); a thread that submits and then waits takes the work itself meanwhile.
@@ -302,7 +305,7 @@ bool Engine::Impl::has_work() {
   std::vector<std::shared_ptr<ProcessSet>> sets;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_ || dead_ || !queue_.empty()) return true;
+    if (stopping_ || dead_ || queued_ > 0) return true;
     sets.assign(sets_.begin(), sets_.begin() + static_cast<std::ptrdiff_t>(active_sets_));
   }
   for (const auto& set : sets)  // pending and joined change under driver_->mutex only
@@ -369,17 +372,18 @@ void Engine::Impl::defer(std::unique_lock<std::mutex>& lock) {
 }
 
 void Engine::Impl::take_queue() {
-  for (auto& [set, p] : queue_) {
+  for (size_t i = 0; i < queued_; ++i) {
+    auto& [set, p] = queue_[i];
     ProcessSet& ps = *sets_[static_cast<size_t>(set)];
     p.seq = ps.submitted++;
     if (p.request.type == OpType::kJoin) {
       ps.joined = true;
-      ps.join_state = p.state;
+      ps.join_state = std::move(p.state);
     } else {
-      ps.hold(std::move(p));
+      ps.hold(p);
     }
   }
-  queue_.clear();
+  queued_ = 0;
 }
 
 void Engine::Impl::fail_everything(ErrorCode code, const std::string& why) {
@@ -394,8 +398,13 @@ void Engine::Impl::fail_everything(ErrorCode code, const std::string& why) {
     set->pending.clear();
     if (set->join_state) set->join_state->fail(code, why);
   }
-  for (auto& [set, p] : queue_) p.state->fail(code, why);
-  queue_.clear();
+  for (size_t i = 0; i < queued_; ++i) {
+    Pending& p = queue_[i].second;
+    p.state->fail(code, why);
+    p.state.reset();
+    p.ready.reset();
+  }
+  queued_ = 0;
 }
 
 bool Engine::Impl::cycle(ProcessSet& set) {

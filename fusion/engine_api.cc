@@ -6,9 +6,12 @@
 namespace kolo::engine {
 namespace {
 
-Request make_request(const std::string& name, OpType type, const TensorView& t,
-                     const OpOptions& o) {
-  Request r;
+// The request of an op, built in this thread's scratch request: assignments into strings and
+// vectors that keep their capacity, so a submission allocates nothing for them (the engine
+// copies the request into a queue slot that keeps its capacity too).
+Request& make_request(const std::string& name, OpType type, const TensorView& t,
+                      const OpOptions& o) {
+  thread_local Request r;
   r.name = name;
   r.type = type;
   r.dtype = t.dtype;
@@ -19,6 +22,8 @@ Request make_request(const std::string& name, OpType type, const TensorView& t,
   r.compression = o.compression;
   r.root = o.root;
   r.splits = o.splits;
+  r.group.clear();
+  r.group_size = 0;
   r.device = t.device >= 0;
   return r;
 }
@@ -34,8 +39,8 @@ Handle Engine::allreduce(const std::string& name, const TensorView& input, const
                          const OpOptions& options) {
   KOLO_CHECK_ARG(input.count() == output.count() && input.dtype == output.dtype, "allreduce of '",
                  name, "': output must match the input's dtype and size");
-  Request request = make_request(name, OpType::kAllreduce, input, options);
-  return impl_->submit(std::move(request), Memory(input), Memory(output), options.process_set);
+  return impl_->submit(make_request(name, OpType::kAllreduce, input, options), Memory(input),
+                       Memory(output), options.process_set);
 }
 
 std::vector<Handle> Engine::grouped_allreduce(const std::vector<std::string>& names,
@@ -48,7 +53,7 @@ std::vector<Handle> Engine::grouped_allreduce(const std::vector<std::string>& na
   // coordinator releases it only when every member is ready on every rank.
   std::vector<Impl::Submission> ops;
   for (size_t i = 0; i < names.size(); ++i) {
-    Request r = make_request(names[i], OpType::kAllreduce, tensors[i], options);
+    Request r = make_request(names[i], OpType::kAllreduce, tensors[i], options);  // a copy
     r.group = names[0];
     r.group_size = static_cast<int32_t>(names.size());
     ops.push_back({std::move(r), Memory(tensors[i]), Memory(tensors[i])});

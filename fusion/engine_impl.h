@@ -30,8 +30,9 @@ class Engine::Impl {
     Request request;
     Memory input, output;
   };
-  // Queues an op for the loop. Argument errors throw here, on the caller's thread.
-  Handle submit(Request request, Memory input, Memory output, int set);
+  // Queues an op for the loop (a copy of `request`, which the checks may complete: alltoall's
+  // splits). Argument errors throw here, on the caller's thread.
+  Handle submit(Request& request, const Memory& input, const Memory& output, int set);
   // Queues all of `ops` or, when any is refused, none. one_state: they share one completion
   // state (a grouped allreduce: every member's handle completes at the same instant).
   std::vector<Handle> submit_all(std::vector<Submission> ops, int set, bool one_state);
@@ -53,12 +54,14 @@ class Engine::Impl {
   void check_settings_agree();
   // Parts of submit and submit_all (mutex_ held): the checks that need the set, a name still
   // pending in the set, queueing.
-  void check_against_set(Submission* first, Submission* last, int set);
+  void check_set(int set);
+  void check_against_set(Request& request, const Memory& input, int set);
   // The slot for `name` in the set's names, or kInvalidArgument when its op is still pending.
   std::weak_ptr<Handle::State>& claim_name(const std::string& name, int set);
   // Forgets the set's finished names once their table has doubled since it was last pruned.
   void prune_names(int set);
-  void enqueue(Submission&& op, int set, std::shared_ptr<Handle::State> state);
+  void enqueue(const Request& request, const Memory& input, const Memory& output, int set,
+               std::shared_ptr<Handle::State> state);
   void loop();
   // One iteration: take the queue, one cycle per active set. Runs with driver_->mutex held, on
   // the loop thread or (helping) a thread waiting for a handle, whose waits for peers may spin.
@@ -91,8 +94,11 @@ class Engine::Impl {
   // Guards everything below: shared between submitting threads and the loop.
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  // Submitted ops not yet taken by the loop (a vector: it keeps its capacity from step to step).
+  // Submitted ops not yet taken by the loop: the first queued_ slots. The slots stay from step
+  // to step, and requests are copied into them, so their strings and vectors keep their
+  // capacity (take_queue swaps them with released ops'): a step allocates none after the first.
   std::vector<std::pair<int, Pending>> queue_;
+  size_t queued_ = 0;
   // Names submitted on this rank, per set, with their ops' states: a name may be reused once
   // its op is done. Done entries stay (the next step submits the same names: no node is
   // allocated or freed) until prune_names. Weak: a finished op's results are not kept here.

@@ -14,7 +14,7 @@ ProcessSet::ProcessSet(int id_, std::shared_ptr<Communicator> comm_, const Engin
                                                 options.stall_shutdown_seconds);
 }
 
-void ProcessSet::hold(Pending&& op) {
+void ProcessSet::hold(Pending& op) {
   if (spare_.empty()) {
     const std::string name = op.request.name;  // the key is built before op is moved from
     pending.emplace(name, std::move(op));
@@ -23,7 +23,7 @@ void ProcessSet::hold(Pending&& op) {
   PendingMap::node_type node = std::move(spare_.back());
   spare_.pop_back();
   node.key() = op.request.name;
-  node.mapped() = std::move(op);
+  std::swap(node.mapped(), op);  // op keeps the released op's vectors, for their capacity
   pending.insert(std::move(node));
 }
 

@@ -62,8 +62,10 @@ struct ProcessSet {
   std::atomic<int> device_id{-1};
 
   ProcessSet(int id, std::shared_ptr<Communicator> comm, const EngineOptions& options);
-  // Adds a submitted op to `pending`, in a node that an earlier op released when there is one.
-  void hold(Pending&& op);
+  // Adds a submitted op to `pending`, in a node that an earlier op released when there is one;
+  // op is left with that released op's contents (no state), whose strings and vectors keep
+  // their capacity for the next submission.
+  void hold(Pending& op);
   // Removes a finished op; its node is kept for the next hold (a step of n tensors then
   // allocates no node after the first).
   void release(PendingMap::iterator op);
