@@ -23,7 +23,15 @@ void ProcessSet::hold(Pending& op) {
   PendingMap::node_type node = std::move(spare_.back());
   spare_.pop_back();
   node.key() = op.request.name;
-  std::swap(node.mapped(), op);  // op keeps the released op's vectors, for their capacity
+  // Copied into the released op's strings and vectors (their capacity: no allocation), which
+  // op keeps too; what is shared is moved.
+  Pending& held = node.mapped();
+  held.request = op.request;
+  held.input = op.input;
+  held.output = op.output;
+  held.state = std::move(op.state);
+  held.seq = op.seq;
+  held.ready = std::move(op.ready);
   pending.insert(std::move(node));
 }
 

@@ -62,9 +62,8 @@ struct ProcessSet {
   std::atomic<int> device_id{-1};
 
   ProcessSet(int id, std::shared_ptr<Communicator> comm, const EngineOptions& options);
-  // Adds a submitted op to `pending`, in a node that an earlier op released when there is one;
-  // op is left with that released op's contents (no state), whose strings and vectors keep
-  // their capacity for the next submission.
+  // Adds a submitted op to `pending`, in a node that an earlier op released when there is one
+  // (op keeps its request, and the capacity of its strings and vectors, but not its state).
   void hold(Pending& op);
   // Removes a finished op; its node is kept for the next hold (a step of n tensors then
   // allocates no node after the first).
