@@ -408,7 +408,9 @@ void Engine::Impl::fail_everything(ErrorCode code, const std::string& why) {
 }
 
 bool Engine::Impl::cycle(ProcessSet& set) {
-  const size_t cap = set.cache.capacity();
+  // One byte per cache entry (the same count on every rank: the caches are identical), then
+  // the flags.
+  const size_t cap = set.cache.size();
   // kAllHaveNewSet (world set only): every rank has registered a process set that is not
   // active yet, so all activate it after this same cycle and cycle the sets in lockstep.
   enum Flag { kNoUncached, kNotJoined, kRunning, kAllHaveNewSet, kFlags };

@@ -19,6 +19,7 @@ class ResponseCache {
  public:
   explicit ResponseCache(size_t capacity) : capacity_(capacity) {}
   size_t capacity() const { return capacity_; }
+  size_t size() const { return entries_.size(); }  // positions in use: [0, size())
 
   // Only responses whose every field follows from the request are cached (allreduce,
   // broadcast, reducescatter without joined ranks).
