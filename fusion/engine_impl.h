@@ -95,8 +95,9 @@ class Engine::Impl {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   // Submitted ops not yet taken by the loop: the first queued_ slots. The slots stay from step
-  // to step, and requests are copied into them, so their strings and vectors keep their
-  // capacity (take_queue swaps them with released ops'): a step allocates none after the first.
+  // to step and requests are copied into them, as take_queue copies them on into released
+  // pending nodes, so strings and vectors keep their capacity: a step allocates none for them
+  // after the first.
   std::vector<std::pair<int, Pending>> queue_;
   size_t queued_ = 0;
   // Names submitted on this rank, per set, with their ops' states: a name may be reused once
