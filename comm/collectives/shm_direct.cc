@@ -23,10 +23,14 @@
 // still in cache. Slots alternate by generation as the small slots do. Every rank sees the
 // same answer to "plain loads?" in the segment headers, so all take the same path.
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 #include "comm/base/copy.h"
+#include "comm/base/log.h"
 #include "comm/collectives/collectives.h"
 #include "comm/reduce/reduce.h"
 #include "comm/transport/shared_memory.h"
@@ -53,12 +57,18 @@ constexpr size_t kStreamingBytes = 16 << 20;
 // 4.9-6.4, 64 MiB 6.7-7.2 against 5.7-6.2, 32 MiB 6.7-8.9 against 4.0-6.2; 4 MiB 9.6-10.3
 // against 10.9-11.5.
 constexpr size_t kOwnStreamingBytes = 32 << 20;
-// alltoall from ordinary buffers: from this block size on, ranks read their blocks from the
-// peers' send buffers through the kernel instead of staging them. fp32, `--compare mpi`, two
-// runs each, us (kernel / staged): np=4 512 KiB 131-134 / 366-377, np=2 32 MiB 4755-5717 /
-// 7456-7579, np=8 4 MiB 1952-2163 / 2845-3939; np=2 64 KiB (32 KiB blocks) 5.6-6.1 / 7.5-7.6;
-// with 8 KiB blocks (np=8, 64 KiB) staging was faster: 63-79 / 88-120.
+// alltoall from ordinary buffers: below this block size ranks stage their blocks; from it on
+// they may read them from the peers' send buffers through the kernel instead. On an Intel Xeon
+// VM, fp32, `--compare mpi`, two runs each, us (kernel / staged): np=4 512 KiB 131-134 /
+// 366-377, np=2 32 MiB 4755-5717 / 7456-7579, np=8 4 MiB 1952-2163 / 2845-3939; np=2 64 KiB
+// (32 KiB blocks) 5.6-6.1 / 7.5-7.6; with 8 KiB blocks (np=8, 64 KiB) staging was faster:
+// 63-79 / 88-120.
 constexpr size_t kKernelReadBlockBytes = 32 * 1024;
+// From here on the kernel reads were as fast or faster on every machine measured. Between the
+// two sizes the faster way depends on the machine: on an AMD EPYC VM, where process_vm_readv
+// costs more per call, np=2 64 KiB took 8.3-11.5 us through the kernel against 3.8-5.6 staged,
+// 256 KiB 11.2-12.8 against 10.7-10.9. So there the alltoall measures both (PathTrials).
+constexpr size_t kKernelReadAlwaysBytes = 1 << 20;
 
 char* chunk_buffer() {
   alignas(64) static thread_local char buffer[kChunkBytes];
@@ -353,6 +363,68 @@ void check_alltoallv_sizes(transport::SharedMemory& ctx, uint64_t generation) {
   }
 }
 
+// Which way an alltoall of ordinary buffers moves blocks of kKernelReadBlockBytes up to
+// kKernelReadAlwaysBytes: rank 0 of each communicator times both, kTrials times each, per size
+// class (a power of two of the largest block) and rank count, then keeps to the faster (its best
+// time). It publishes the choice for every class with the op's sizes, so every rank takes the
+// same way whatever its own timings. Kept per process: these are properties of the machine.
+// Oversubscribed ranks always read through the kernel: there a staged round waits for every
+// rank to be scheduled (np=8 on 2 cores, 4 MiB: 1952-2163 us against 2845-3939 staged), and
+// rank 0's timings vary too much to choose by.
+class PathTrials {
+ public:
+  static constexpr int kClasses = 5;  // 32, 64, 128, 256, 512 KiB
+  static constexpr int kMaxRanks = 64;
+  static constexpr int kTrials = 3;
+
+  // Bit c set: blocks of class c go through the kernel in this op.
+  uint64_t choices(int n) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    uint64_t mask = 0;
+    for (int c = 0; c < kClasses; ++c) {
+      const Entry& e = at(n, c);
+      const bool trying = e.tries[0] < kTrials || e.tries[1] < kTrials;
+      const bool kernel = trying ? e.tries[1] <= e.tries[0] : e.best[1] <= e.best[0];
+      if (kernel) mask |= uint64_t{1} << c;
+    }
+    return mask;
+  }
+  void record(int n, int c, bool kernel, double seconds) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Entry& e = at(n, c);
+    const int way = kernel ? 1 : 0;
+    if (e.tries[way] == 0 || seconds < e.best[way]) e.best[way] = seconds;
+    if (e.tries[way] == kTrials) return;
+    if (++e.tries[way] == kTrials && e.tries[1 - way] == kTrials) {
+      const bool faster = e.best[1] <= e.best[0];
+      KOLO_LOG(kInfo, "alltoall at ", n, " ranks, largest blocks of ",
+               (kKernelReadBlockBytes << c) / 1024, " KiB: ", faster ? "kernel reads" : "staging",
+               " (best of ", kTrials, ": kernel reads ", e.best[1] * 1e6, " us, staging ",
+               e.best[0] * 1e6, " us)");
+    }
+  }
+  // The class of a largest block in [kKernelReadBlockBytes, kKernelReadAlwaysBytes).
+  static int class_of(size_t block) {
+    int c = 0;
+    for (size_t b = kKernelReadBlockBytes * 2; b <= block && c + 1 < kClasses; b *= 2) ++c;
+    return c;
+  }
+
+ private:
+  struct Entry {
+    double best[2] = {0, 0};  // staged, kernel
+    int tries[2] = {0, 0};
+  };
+  Entry& at(int n, int c) { return table_[static_cast<size_t>(std::min(n, kMaxRanks) - 1)][c]; }
+  std::mutex mutex_;
+  std::array<std::array<Entry, kClasses>, kMaxRanks> table_{};
+};
+
+PathTrials& path_trials() {
+  static PathTrials trials;
+  return trials;
+}
+
 // The largest block any rank sends another (from `generation`'s slots: the same on every rank).
 size_t largest_block(transport::SharedMemory& ctx, uint64_t generation) {
   const int n = ctx.size();
@@ -370,9 +442,9 @@ size_t largest_block(transport::SharedMemory& ctx, uint64_t generation) {
 // When every send buffer can be read with plain loads (alloc_shared buffers, or ranks that are
 // threads of one process), rank r copies its block straight from each peer's send buffer, at
 // the offset the peer published: one copy per byte. Ordinary buffers are read the same way
-// through the kernel (process_vm_readv) when blocks are large enough for its per-call cost;
-// one copy at its speed beat two through the staging slots and a barrier per round here
-// (kKernelReadBlockBytes). Otherwise every rank stages its blocks for the others piece by
+// through the kernel (process_vm_readv) when blocks are large enough for its per-call cost
+// (kKernelReadAlwaysBytes, and from kKernelReadBlockBytes where PathTrials found it faster
+// than staging). Otherwise every rank stages its blocks for the others piece by
 // piece; the rounds run to the largest block any rank sends, agreed through the published
 // values.
 void shm_direct_alltoallv(transport::SharedMemory& ctx, const char* send,
@@ -392,17 +464,42 @@ void shm_direct_alltoallv(transport::SharedMemory& ctx, const char* send,
   const uint64_t generation = ctx.generation() + 1;
   const size_t un = static_cast<size_t>(n);
   auto* sizes = reinterpret_cast<uint64_t*>(ctx.stage_slot(generation));
-  KOLO_ASSERT(3 * un * sizeof(uint64_t) <= ctx.stage_slot_bytes());
+  KOLO_ASSERT((3 * un + 1) * sizeof(uint64_t) <= ctx.stage_slot_bytes());
   for (size_t q = 0; q < un; ++q) {
     sizes[q] = send_bytes[q];
     sizes[un + q] = recv_bytes[q];
     sizes[2 * un + q] = send_offsets[q];
   }
+  const auto start = std::chrono::steady_clock::now();
+  const bool timing = r == 0 && !ctx.oversubscribed();
+  if (r == 0) sizes[3 * un] = timing ? path_trials().choices(n) : ~uint64_t{0};
   ctx.arrive(generation);
   ctx.wait_generation(generation);
   check_alltoallv_sizes(ctx, generation);
-  if (ctx.plain_reads(1) ||
-      (ctx.kernel_reads() && largest_block(ctx, generation) >= kKernelReadBlockBytes)) {
+  // Rank 0 times the ways whose choice it published (a trial or the faster one).
+  int trial_class = -1;
+  bool kernel = false;
+  if (!ctx.plain_reads(1) && ctx.kernel_reads()) {
+    const size_t block = largest_block(ctx, generation);
+    if (block >= kKernelReadAlwaysBytes) {
+      kernel = true;
+    } else if (block >= kKernelReadBlockBytes) {
+      trial_class = PathTrials::class_of(block);
+      const auto* root = reinterpret_cast<const uint64_t*>(ctx.stage_slot_of(0, generation));
+      kernel = (root[3 * un] >> trial_class & 1) != 0;
+    }
+  }
+  struct Timed {  // records rank 0's time when the op returns (not when it throws)
+    int trial_class, n;
+    bool kernel, record;
+    std::chrono::steady_clock::time_point start;
+    ~Timed() {
+      if (!record || std::uncaught_exceptions() > 0) return;
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      path_trials().record(n, trial_class, kernel, took.count());
+    }
+  } timed{trial_class, n, kernel, timing && trial_class >= 0, start};
+  if (ctx.plain_reads(1) || kernel) {
     if (send_bytes[self] > 0)
       std::memmove(recv + recv_offsets[self], send + send_offsets[self], send_bytes[self]);
     for (int step = 1; step < n; ++step) {

@@ -43,6 +43,8 @@ class SharedMemory {
   // an address outside any shared region: process_vm_readv); the same answer on every rank.
   virtual bool kernel_reads() const = 0;
   virtual bool same_process(int peer) const = 0;
+  // True when this host has more ranks of the context than CPUs (waits then never spin).
+  virtual bool oversubscribed() const = 0;
   // Copies `bytes` at `remote` (an address in the peer's address space) to `local`.
   virtual void read_peer(int peer, const void* remote, void* local, size_t bytes) = 0;
   // Copies `bytes` at `local` to `remote` in the peer's address space; `streaming`: with

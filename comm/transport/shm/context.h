@@ -44,6 +44,7 @@ class ShmContext : public Context, public SharedMemory {
   // allowed (opening a peer's fd needs the same permission).
   bool plain_reads(int index) const override;
   bool kernel_reads() const override { return can_read_peers_; }
+  bool oversubscribed() const override { return oversubscribed_; }
   bool same_process(int peer) const override;
   void read_peer(int peer, const void* remote, void* local, size_t bytes) override;
   void write_peer(int peer, void* remote, const void* local, size_t bytes, bool streaming) override;
