@@ -3,7 +3,7 @@
 # KOLO_SHM_BUFFER_BYTES gave SIGBUS or silent corruption, a different KOLO_FUSION_THRESHOLD
 # or KOLO_CACHE_CAPACITY wrong results, a different KOLO_DEVICE_HIERARCHICAL a wait in the
 # device sets' splits; another KOLO_ALGORITHM other message sizes, another
-# KOLO_TRANSPORT a hang in setup): two ranks started torchrun-style with one setting
+# KOLO_TRANSPORT a hang in setup, another KOLO_SHM_STAGED_PASSES waits at other barriers): two ranks started torchrun-style with one setting
 # different both fail with exit status 1 and a message naming the setting and both values.
 # Usage: settings_agree_test.sh BUILD_DIR
 set -euo pipefail
@@ -29,6 +29,7 @@ check KOLO_SHM_BUFFER_BYTES 4194304 1048576 "KOLO_SHM_BUFFER_BYTES differs betwe
 check KOLO_FUSION_THRESHOLD 67108864 1048576 "KOLO_FUSION_THRESHOLD differs between ranks: rank 0 uses 67108864, rank 1 uses 1048576"
 check KOLO_CACHE_CAPACITY 1024 0 "KOLO_CACHE_CAPACITY differs between ranks: rank 0 uses 1024, rank 1 uses 0"
 check KOLO_DEVICE_HIERARCHICAL 1 0 "KOLO_DEVICE_HIERARCHICAL differs between ranks: rank 0 uses 1, rank 1 uses 0"
+check KOLO_SHM_STAGED_PASSES 1 2 "KOLO_SHM_STAGED_PASSES differs between ranks: rank 0 uses 1, rank 1 uses 2"
 check KOLO_ALGORITHM ring tree "KOLO_ALGORITHM differs between ranks: rank 0 uses ring, rank 1 uses tree"
 check KOLO_TRANSPORT shm tcp "the transport (KOLO_TRANSPORT) differs between ranks: rank 0 uses shm, rank 1 uses tcp"
 echo "settings_agree_test: OK"

@@ -262,7 +262,8 @@ void ShmContext::check_peers(Transfer* t) {
 // tries to read it from every peer. Cross-process reads count as available only if all reads
 // worked everywhere (containers often forbid process_vm_readv) and
 // KOLO_SHM_CROSS_PROCESS_READS allows them; the direct collectives run if KOLO_SHM_DIRECT
-// allows them on every rank (without cross-process reads they stage everything).
+// allows them on every rank (without cross-process reads they stage everything). The same
+// exchange checks that every rank has the same KOLO_SHM_STAGED_PASSES.
 void ShmContext::probe_cross_process_reads(const ContextOptions& options) {
   auto& store = *options.store;
   SegmentHeader* self = header(rank_);
@@ -278,13 +279,22 @@ void ShmContext::probe_cross_process_reads(const ContextOptions& options) {
     ok = ::process_vm_readv(header(p)->pid, &local, 1, &remote, 1, 0) == sizeof value &&
          value == (kMagic ^ static_cast<uint64_t>(p));
   }
-  const std::string vote{ok ? '1' : '0', env::get_bool("KOLO_SHM_DIRECT", true) ? '1' : '0'};
+  // KOLO_SHM_STAGED_PASSES must agree: ranks taking different passes would wait at different
+  // barriers.
+  const auto passes = env::get_int_opt("KOLO_SHM_STAGED_PASSES", 1, 2);
+  const std::string vote = std::string{ok ? '1' : '0'} +
+                           (env::get_bool("KOLO_SHM_DIRECT", true) ? '1' : '0') +
+                           (passes ? std::to_string(*passes) : "auto (unset)");
   auto votes = bootstrap::store_allgather(store, "shm/direct", rank_, size_, vote, timeout_);
   auto all = [&](size_t i) {
     return std::all_of(votes.begin(), votes.end(), [i](auto& v) { return v.at(i) == '1'; });
   };
   can_read_peers_ = all(0);
   direct_enabled_ = all(1);
+  std::vector<std::string> passes_votes;
+  for (const std::string& v : votes) passes_votes.push_back(v.substr(2));
+  bootstrap::require_same_on_every_rank("KOLO_SHM_STAGED_PASSES", passes_votes, rank_, "");
+  one_pass_staging_ = passes ? *passes == 1 : !oversubscribed_;
   if (!can_read_peers_)
     KOLO_LOG(kInfo, "shm: cross-process reads are unavailable; direct collectives use staging");
   if (!direct_enabled_) KOLO_LOG(kInfo, "shm: direct collectives are off; using the ring path");

@@ -45,6 +45,7 @@ class ShmContext : public Context, public SharedMemory {
   bool plain_reads(int index) const override;
   bool kernel_reads() const override { return can_read_peers_; }
   bool oversubscribed() const override { return oversubscribed_; }
+  bool one_pass_staging() const override { return one_pass_staging_; }
   bool same_process(int peer) const override;
   void read_peer(int peer, const void* remote, void* local, size_t bytes) override;
   void write_peer(int peer, void* remote, const void* local, size_t bytes, bool streaming) override;
@@ -96,7 +97,8 @@ class ShmContext : public Context, public SharedMemory {
   // cross-process reads (process_vm_readv, "CMA") work between all of them.
   bool can_read_peers_ = false;
   bool direct_enabled_ = false;
-  bool oversubscribed_ = false;  // more ranks than cores on this host: never spin
+  bool oversubscribed_ = false;   // more ranks than cores on this host: never spin
+  bool one_pass_staging_ = true;  // KOLO_SHM_STAGED_PASSES, or a core per rank
 };
 
 }  // namespace kolo::transport::shm
