@@ -21,8 +21,8 @@
 // for the round's generation and arrives; once all have arrived every rank takes the pieces
 // meant for it (combining them, for the reduce-scatter half of an allreduce) while they are
 // still in cache. Slots alternate by generation as the small slots do. Every rank sees the
-// same answer to "plain loads?" in the segment headers, so all take the same path. Where ranks
-// have a core each, the allreduce runs its two halves in the same rounds (staged_allreduce).
+// same answer to "plain loads?" in the segment headers, so all take the same path. At 2 ranks
+// with a core each, the allreduce runs its two halves in the same rounds (staged_allreduce).
 #include <algorithm>
 #include <array>
 #include <chrono>

@@ -46,9 +46,10 @@ class SharedMemory {
   // True when this host has more ranks of the context than CPUs (waits then never spin).
   virtual bool oversubscribed() const = 0;
   // True when the staged allreduce runs its two halves in one pass of rounds, with two barriers
-  // per round (KOLO_SHM_STAGED_PASSES=1; by default when no rank shares a core), instead of a
-  // reduce-scatter and then an allgather in rounds of their own (fewer barriers, each of which
-  // costs oversubscribed ranks a wait to be scheduled); the same on every rank.
+  // per round (KOLO_SHM_STAGED_PASSES=1; by default at 2 ranks that do not share a core),
+  // instead of a reduce-scatter and then an allgather in rounds of their own (fewer barriers:
+  // each costs oversubscribed ranks a wait to be scheduled, and with more ranks the pieces per
+  // round are smaller); the same on every rank.
   virtual bool one_pass_staging() const = 0;
   // Copies `bytes` at `remote` (an address in the peer's address space) to `local`.
   virtual void read_peer(int peer, const void* remote, void* local, size_t bytes) = 0;

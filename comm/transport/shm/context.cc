@@ -294,7 +294,7 @@ void ShmContext::probe_cross_process_reads(const ContextOptions& options) {
   std::vector<std::string> passes_votes;
   for (const std::string& v : votes) passes_votes.push_back(v.substr(2));
   bootstrap::require_same_on_every_rank("KOLO_SHM_STAGED_PASSES", passes_votes, rank_, "");
-  one_pass_staging_ = passes ? *passes == 1 : !oversubscribed_;
+  one_pass_staging_ = passes ? *passes == 1 : size_ == 2 && !oversubscribed_;
   if (!can_read_peers_)
     KOLO_LOG(kInfo, "shm: cross-process reads are unavailable; direct collectives use staging");
   if (!direct_enabled_) KOLO_LOG(kInfo, "shm: direct collectives are off; using the ring path");

@@ -97,8 +97,8 @@ class ShmContext : public Context, public SharedMemory {
   // cross-process reads (process_vm_readv, "CMA") work between all of them.
   bool can_read_peers_ = false;
   bool direct_enabled_ = false;
-  bool oversubscribed_ = false;   // more ranks than cores on this host: never spin
-  bool one_pass_staging_ = true;  // KOLO_SHM_STAGED_PASSES, or a core per rank
+  bool oversubscribed_ = false;    // more ranks than cores on this host: never spin
+  bool one_pass_staging_ = false;  // KOLO_SHM_STAGED_PASSES, or 2 ranks with a core each
 };
 
 }  // namespace kolo::transport::shm
