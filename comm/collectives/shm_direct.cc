@@ -243,12 +243,11 @@ void staged_reduce_scatter(transport::SharedMemory& ctx, const char* in, char* o
 // arrives again; once all have, it copies every peer's reduced piece into its output. Two
 // passes (a staged reduce-scatter, then a staged allgather of the reduced blocks) would read
 // each reduced block back from the output after it had left the caches.
-void staged_allreduce(transport::SharedMemory& ctx, const char* in, char* out, size_t count,
-                      DType dtype, ReduceOp op) {
+// `blocks`: every rank's even_block of the count.
+void staged_allreduce(transport::SharedMemory& ctx, const char* in, char* out,
+                      const std::vector<Block>& blocks, DType dtype, ReduceOp op) {
   const int n = ctx.size(), r = ctx.rank();
   const size_t esize = dtype_size(dtype);
-  std::vector<Block> blocks;
-  for (int p = 0; p < n; ++p) blocks.push_back(even_block(count, n, p));
   auto start = [&](int p) { return blocks[static_cast<size_t>(p)].offset * esize; };
   auto block_bytes = [&](int p) { return blocks[static_cast<size_t>(p)].count * esize; };
   staged_scatter(
@@ -306,14 +305,14 @@ void shm_direct_allreduce(transport::SharedMemory& ctx, const void* send, void* 
   const Block mine = even_block(count, n, r);
   const size_t offset = mine.offset * esize;
   if (!ctx.plain_reads(0) || !ctx.plain_reads(1)) {
-    if (ctx.one_pass_staging()) return staged_allreduce(ctx, in, out, count, dtype, op);
     std::vector<Block> blocks;
+    for (int p = 0; p < n; ++p) blocks.push_back(even_block(count, n, p));
+    if (ctx.one_pass_staging()) return staged_allreduce(ctx, in, out, blocks, dtype, op);
     std::vector<size_t> bytes;
     std::vector<char*> dst;
-    for (int p = 0; p < n; ++p) {
-      blocks.push_back(even_block(count, n, p));
-      bytes.push_back(blocks.back().count * esize);
-      dst.push_back(out + blocks.back().offset * esize);
+    for (const Block& b : blocks) {
+      bytes.push_back(b.count * esize);
+      dst.push_back(out + b.offset * esize);
     }
     staged_reduce_scatter(ctx, in, out + offset, blocks, dtype, op);
     return staged_exchange(ctx, out + offset, bytes, dst);
@@ -513,8 +512,9 @@ void shm_direct_alltoallv(transport::SharedMemory& ctx, const char* send,
     sizes[un + q] = recv_bytes[q];
     sizes[2 * un + q] = send_offsets[q];
   }
-  const auto start = std::chrono::steady_clock::now();
   const bool timing = r == 0 && !ctx.oversubscribed();
+  const auto start =
+      timing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (r == 0) sizes[3 * un] = timing ? path_trials().choices(n) : ~uint64_t{0};
   ctx.arrive(generation);
   ctx.wait_generation(generation);
