@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <mutex>
 
 #include "comm/base/env.h"
 #include "comm/base/error.h"
@@ -123,6 +124,12 @@ void require_same_choices(bootstrap::Store& store, int rank, int size, const std
   bootstrap::require_same_on_every_rank("KOLO_ALGORITHM", algorithms, rank);
 }
 
+std::vector<int> all_ranks(int size) {
+  std::vector<int> ranks(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) ranks[static_cast<size_t>(r)] = r;
+  return ranks;
+}
+
 // Handshake tags are at most 64 bytes; deep split chains are hashed down.
 std::string bounded_tag(const std::string& tag) {
   if (tag.size() <= 48) return tag;
@@ -137,13 +144,37 @@ std::shared_ptr<Communicator> Communicator::init(const CommunicatorOptions& give
   CommunicatorOptions options = given;
   options.launched_by_mpi = info.launcher == "mpi";
   auto timeout = options.timeout.value_or(env::timeout());
-  std::shared_ptr<bootstrap::Store> store;
-  if (info.size == 1)
-    store = std::make_shared<bootstrap::MemoryStore>();
-  else
-    store = connect_store(info, timeout, &options);
-  KOLO_LOG(kInfo, "init: launcher ", info.launcher, ", rank ", info.rank, " of ", info.size);
-  return create(store, info.rank, info.size, options);
+  // A process may call init() again while a communicator of an earlier call lives (a script's
+  // own kolo.Communicator.init() next to hvd.init()): rank 0 cannot host a second store on
+  // the launcher's port, so the later calls join the earlier store, each under a tag of its
+  // own ("w2", "w3", ...). Every rank makes the same calls in the same order, so the tags agree.
+  static std::mutex mutex;
+  static std::weak_ptr<bootstrap::Store> earlier;
+  static std::string earlier_launch;
+  static bool earlier_loopback = true;
+  static int calls = 0;
+  std::unique_lock<std::mutex> lock(mutex);
+  std::string launch = info.launcher + " " + info.addr + ":" + std::to_string(info.port) + " " +
+                       std::to_string(info.rank) + "/" + std::to_string(info.size);
+  std::shared_ptr<bootstrap::Store> store = earlier.lock();
+  if (store && launch == earlier_launch) {
+    options.store_on_loopback = earlier_loopback;
+    ++calls;
+  } else {
+    if (info.size == 1)
+      store = std::make_shared<bootstrap::MemoryStore>();
+    else
+      store = connect_store(info, timeout, &options);
+    earlier = store;
+    earlier_launch = launch;
+    earlier_loopback = options.store_on_loopback;
+    calls = 1;
+  }
+  std::string tag = calls > 1 ? "w" + std::to_string(calls) : "w";
+  lock.unlock();
+  KOLO_LOG(kInfo, "init: launcher ", info.launcher, ", rank ", info.rank, " of ", info.size,
+           ", communicator ", tag);
+  return build(std::move(store), tag, info.rank, info.size, all_ranks(info.size), options);
 }
 
 std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::Store> store,
@@ -152,9 +183,7 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::St
   KOLO_CHECK_ARG(store != nullptr, "Communicator::create needs a store");
   KOLO_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "rank ", rank,
                  " is not in [0, size) for size ", size);
-  std::vector<int> world(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) world[static_cast<size_t>(r)] = r;
-  return build(std::move(store), "w", rank, size, std::move(world), options);
+  return build(std::move(store), "w", rank, size, all_ranks(size), options);
 }
 
 std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Store> base,

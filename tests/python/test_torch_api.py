@@ -351,6 +351,11 @@ def test_unsupported_inputs_are_refused_clearly():
         hvd.allreduce(torch.zeros(3).to_sparse())
     with pytest.raises(TypeError, match="expected a torch.Tensor, got list"):
         hvd.allreduce([1.0, 2.0])
+    # Gathering or scattering a scalar has no first dimension to work on (Horovod refuses it).
+    with pytest.raises(ValueError, match="allgather of 'scalar.g': the tensor is 0-d"):
+        hvd.allgather(torch.tensor(1.0), name="scalar.g")
+    with pytest.raises(ValueError, match="reducescatter of .*0-d"):
+        hvd.grouped_reducescatter([torch.ones(n), torch.tensor(1.0)])
     handle = hvd.allreduce_async(torch.ones(2), name="dup")
     with pytest.raises(ValueError, match="already pending"):
         hvd.allreduce_async(torch.ones(2), name="dup")
@@ -374,6 +379,17 @@ def test_objects():
     assert hvd.broadcast_object(obj, root_rank=0) == {"hello": 123, 0: [1, 2]}
     assert hvd.allgather_object({"rank": r, "pad": "x" * r}) == [
         {"rank": q, "pad": "x" * q} for q in range(n)]
+
+
+def test_own_communicator_next_to_hvd():
+    # A script that calls kolo.Communicator.init() itself while hvd's lives: rank 0 already
+    # hosts the launcher's store, so this one joins it under a tag of its own.
+    comm = kolo.Communicator.init()
+    assert (comm.rank, comm.size) == (r, n)
+    x = torch.full((4,), float(r + 1))
+    comm.allreduce(x.numpy(), x.numpy(), kolo.ReduceOp.SUM)
+    assert x.tolist() == [n * (n + 1) / 2] * 4
+    assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [float(n)] * 2
 
 
 def test_shutdown_and_init_again():

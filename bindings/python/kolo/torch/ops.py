@@ -104,6 +104,15 @@ def handle_average_backwards_compatibility(op, average):
     return Average
 
 
+def _rows(tensors, what, names):
+    """Refuses 0-d tensors where the op works on rows (the first dimension), as Horovod does:
+    gathering or scattering a scalar has no dimension to concatenate or split."""
+    for t, name in zip(tensors, names):
+        if isinstance(t, torch.Tensor) and t.dim() == 0:
+            raise ValueError("%s of '%s': the tensor is 0-d (a scalar); %s works on the first "
+                             "dimension, so pass tensor.reshape(1)" % (what, name, what))
+
+
 def _contiguous(tensor):
     """The tensor itself, or a contiguous copy of it (detached: the engine writes raw memory)."""
     t = tensor.detach()
@@ -263,6 +272,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 
 # --------------------------------------------------------------- allgather, broadcast, ...
 def _allgather_async(tensors, names, process_set):
+    _rows(tensors, "allgather", names)
     engine, set_id = basics._engine(), _id_of(process_set)
     dtypes = [_dtype_of(t) for t in tensors]
     buffers = [_contiguous(t) for t in tensors]
@@ -345,6 +355,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
 
 
 def _reducescatter_async(tensors, names, op, process_set, prescale_factor, postscale_factor):
+    _rows(tensors, "reducescatter", names)
     engine, set_id, core_op = basics._engine(), _id_of(process_set), _core_op(op)
     dtypes = [_dtype_of(t) for t in tensors]
     buffers = [_contiguous(t) for t in tensors]
