@@ -169,6 +169,28 @@ def test_alltoall(dtype):
                for q, (o, s) in enumerate(zip(outputs, recv)))
 
 
+@pytest.mark.parametrize("dtype", DTYPES + MOVED_ONLY)
+def test_reduce_gather_scatter(dtype):
+    for root in range(n):
+        if dtype not in MOVED_ONLY:
+            for op in OPS:
+                x = contribution((2, 3), dtype, r)
+                dist.reduce(x, dst=root, op=op)
+                want = expected((2, 3), dtype, op) if r == root else contribution((2, 3), dtype, r)
+                assert torch.equal(x, want), (root, op)  # non-roots keep their values
+        # gather: rank q's (transposed, not contiguous) tensor lands in the root's list at q.
+        gathered = [torch.zeros(3, 2, dtype=dtype) for _ in range(n)] if r == root else None
+        dist.gather(filled(2, (3,), dtype, r + 1).t(), gathered, dst=root)
+        if r == root:
+            assert all(torch.equal(g, filled(2, (3,), dtype, q + 1).t())
+                       for q, g in enumerate(gathered))
+        # scatter: the root's tensor p goes to rank p.
+        out = torch.zeros(4, dtype=dtype)
+        parts = [filled(4, (), dtype, 10 * root + p) for p in range(n)] if r == root else None
+        dist.scatter(out, parts, src=root)
+        assert torch.equal(out, filled(4, (), dtype, 10 * root + r)), root
+
+
 def test_async_work_and_futures():
     xs = [torch.full((1000,), float(r + k)) for k in range(8)]
     works = [dist.all_reduce(x, async_op=True) for x in xs]  # several in flight, run in order
@@ -249,6 +271,10 @@ def test_bad_arguments_fail_at_once():
         dist.reduce_scatter_tensor(torch.ones(2), torch.ones(2 * n + 1))
     with pytest.raises(ValueError, match="dtypes differ"):
         dist.all_gather_into_tensor(torch.ones(n, dtype=torch.float64), torch.ones(1))
+    with pytest.raises(ValueError, match="reduce: root .* is not a rank of the group"):
+        dist.reduce(x, dst=n)
+    with pytest.raises(ValueError, match="scatter: root .* is not a rank of the group"):
+        dist.scatter(x, None, src=n)
     dist.all_reduce(x)  # nothing was queued: the group still works
     assert torch.equal(x, torch.full((3,), float(n)))
 

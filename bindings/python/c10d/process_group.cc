@@ -81,12 +81,10 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::broadcast(std::vector<at::Ten
                                                              const ::c10d::BroadcastOptions& opts) {
   check_timeout(opts.timeout, "broadcast");
   const at::Tensor& t = single(tensors, "broadcast");
-  KOLO_CHECK_ARG(opts.rootRank >= 0 && opts.rootRank < size_, "broadcast: root ", opts.rootRank,
-                 " is not a rank of the group [0, ", size_, ")");
+  const int root = root_rank(opts.rootRank, size_, "broadcast");
   KOLO_CHECK_ARG(opts.rootTensor == 0, "broadcast: root tensor ", opts.rootTensor,
                  " (kolo takes one tensor per call)");
   Buffer b = moved(t, "broadcast: tensor");
-  const int root = static_cast<int>(opts.rootRank);
   return enqueue(OpType::BROADCAST, {t}, [b, t, root](Communicator& comm) {
     comm.broadcast(b.data(), b.count, b.dtype, root);
     copy_back(b, t);
@@ -176,18 +174,10 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::reduce_scatter(
     const ::c10d::ReduceScatterOptions& opts) {
   check_timeout(opts.timeout, "reduce_scatter");
   const at::Tensor& out = single(outputs, "reduce_scatter: outputs");
-  KOLO_CHECK_ARG(inputs.size() == 1, "reduce_scatter: inputs holds ", inputs.size(),
-                 " lists; kolo takes one list (of one tensor per rank)");
-  one_per_rank(inputs[0], size_, "reduce_scatter: the input list");
-  for (const at::Tensor& t : inputs[0]) {
-    reduced(t, "reduce_scatter: an input");
-    same_dtype(out, t, "reduce_scatter: output and inputs");
-    KOLO_CHECK_ARG(t.numel() == out.numel(), "reduce_scatter: an input holds ", t.numel(),
-                   " elements, the output ", out.numel(), "; they must be equal");
-  }
+  Buffer recv = reduced(out, "reduce_scatter: output");
+  const auto& in = per_rank_like(inputs, out, size_, "reduce_scatter", "input", "output");
   const ReduceOp op = reduce_op(opts.reduceOp);
-  Buffer send = reduced(concatenated(inputs[0]), "reduce_scatter"),
-         recv = reduced(out, "reduce_scatter: output");
+  Buffer send = reduced(concatenated(in), "reduce_scatter");
   return enqueue(OpType::REDUCE_SCATTER, {out}, [send, recv, out, op](Communicator& comm) {
     comm.reduce_scatter(send.data(), recv.data(), recv.count, recv.dtype, op);
     copy_back(recv, out);

@@ -80,6 +80,28 @@ void one_per_rank(const std::vector<at::Tensor>& tensors, int size, const std::s
                  " tensors; expected one per rank of the group (", size, ")");
 }
 
+const std::vector<at::Tensor>& per_rank_like(const std::vector<std::vector<at::Tensor>>& lists,
+                                             const at::Tensor& like, int size,
+                                             const std::string& op, const std::string& kind,
+                                             const std::string& like_kind) {
+  KOLO_CHECK_ARG(lists.size() == 1, op, ": the ", kind, "s hold ", lists.size(),
+                 " lists; kolo takes one list (of one tensor per rank)");
+  one_per_rank(lists[0], size, op + ": the " + kind + " list");
+  for (const at::Tensor& t : lists[0]) {
+    moved(t, op + ": an " + kind);
+    same_dtype(like, t, op + ": " + like_kind + " and " + kind + "s");
+    KOLO_CHECK_ARG(t.numel() == like.numel(), op, ": an ", kind, " holds ", t.numel(),
+                   " elements, the ", like_kind, " ", like.numel(), "; they must be equal");
+  }
+  return lists[0];
+}
+
+int root_rank(int64_t root, int size, const std::string& what) {
+  KOLO_CHECK_ARG(root >= 0 && root < size, what, ": root ", root,
+                 " is not a rank of the group [0, ", size, ")");
+  return static_cast<int>(root);
+}
+
 void same_dtype(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
   KOLO_CHECK_ARG(a.scalar_type() == b.scalar_type(), what, ": dtypes differ, ",
                  dtype_name(a.scalar_type()), " and ", dtype_name(b.scalar_type()));

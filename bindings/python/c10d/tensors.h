@@ -37,6 +37,15 @@ const at::Tensor& single(const std::vector<at::Tensor>& tensors, const std::stri
 // A list of one tensor per rank.
 void one_per_rank(const std::vector<at::Tensor>& tensors, int size, const std::string& what);
 void same_dtype(const at::Tensor& a, const at::Tensor& b, const std::string& what);
+// The per-rank tensors of reduce_scatter, gather and scatter: `lists` must hold one list of
+// one dense tensor per rank, each of `like`'s dtype and element count. Errors read "<op>: an
+// <kind> holds ..., the <like_kind> ...". Returns the list.
+const std::vector<at::Tensor>& per_rank_like(const std::vector<std::vector<at::Tensor>>& lists,
+                                             const at::Tensor& like, int size,
+                                             const std::string& op, const std::string& kind,
+                                             const std::string& like_kind);
+// A collective's root, checked against the group's ranks.
+int root_rank(int64_t root, int size, const std::string& what);
 ReduceOp reduce_op(const ::c10d::ReduceOp& op);
 
 // Element counts of `tensors` (times `scale`), and their concatenation as one contiguous

@@ -1,0 +1,86 @@
+// ProcessGroupKolo's rooted collectives (dist.reduce, dist.gather, dist.scatter), built on the
+// Communicator's allreduce and alltoallv: a gather is an alltoallv in which every rank sends
+// only to the root, a scatter one in which only the root sends.
+#include <numeric>
+
+#include "bindings/python/c10d/process_group.h"
+#include "bindings/python/c10d/tensors.h"
+#include "comm/base/error.h"
+
+namespace kolo::c10d_backend {
+
+using ::c10d::OpType;
+
+// The root reduces in place; the other ranks reduce a copy, so their tensors keep their values
+// (as NCCL's reduce leaves them).
+c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::reduce(std::vector<at::Tensor>& tensors,
+                                                          const ::c10d::ReduceOptions& opts) {
+  check_timeout(opts.timeout, "reduce");
+  const at::Tensor& t = single(tensors, "reduce");
+  const int root = root_rank(opts.rootRank, size_, "reduce");
+  KOLO_CHECK_ARG(opts.rootTensor == 0, "reduce: root tensor ", opts.rootTensor,
+                 " (kolo takes one tensor per call)");
+  const ReduceOp op = reduce_op(opts.reduceOp);
+  Buffer b = reduced(rank_ == root ? t : t.clone(at::MemoryFormat::Contiguous), "reduce: tensor");
+  return enqueue(OpType::REDUCE, {t}, [b, t, op, root](Communicator& comm) {
+    comm.allreduce(b.data(), b.data(), b.count, b.dtype, op);
+    if (comm.rank() == root) copy_back(b, t);
+  });
+}
+
+// outputs: on the root one list of one tensor per rank, each the size of the input; elsewhere
+// empty.
+c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const ::c10d::GatherOptions& opts) {
+  check_timeout(opts.timeout, "gather");
+  const int root = root_rank(opts.rootRank, size_, "gather");
+  const at::Tensor& in = single(inputs, "gather: inputs");
+  Buffer send = moved(in, "gather: input");
+  std::vector<at::Tensor> out;
+  if (rank_ == root) {
+    out = per_rank_like(outputs, in, size_, "gather", "output", "input");
+  } else {
+    KOLO_CHECK_ARG(outputs.empty(), "gather: rank ", rank_, " is not the root (", root,
+                   ") but passes an output list");
+  }
+  const size_t n = static_cast<size_t>(size_);
+  std::vector<size_t> send_counts(n, 0), recv_counts(n, 0);
+  send_counts[static_cast<size_t>(root)] = send.count;
+  if (rank_ == root) recv_counts.assign(n, send.count);
+  return enqueue(OpType::GATHER, out, [=](Communicator& comm) {
+    const size_t received = out.empty() ? 0 : n * send.count;  // only the root receives
+    at::Tensor flat = at::empty({static_cast<int64_t>(received / send.scale)}, in.options());
+    comm.alltoallv(send.data(), send_counts, flat.data_ptr(), recv_counts, send.dtype);
+    if (!out.empty()) split_into(flat, out);
+  });
+}
+
+// inputs: on the root one list of one tensor per rank, each the size of the output; elsewhere
+// empty.
+c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const ::c10d::ScatterOptions& opts) {
+  check_timeout(opts.timeout, "scatter");
+  const int root = root_rank(opts.rootRank, size_, "scatter");
+  const at::Tensor& out = single(outputs, "scatter: outputs");
+  Buffer recv = moved(out, "scatter: output");
+  const size_t n = static_cast<size_t>(size_);
+  std::vector<size_t> send_counts(n, 0), recv_counts(n, 0);
+  recv_counts[static_cast<size_t>(root)] = recv.count;
+  Buffer send = recv;  // a non-root sends nothing
+  if (rank_ == root) {
+    per_rank_like(inputs, out, size_, "scatter", "input", "output");
+    send = moved(concatenated(inputs[0]), "scatter: inputs");
+    send_counts.assign(n, recv.count);
+  } else {
+    KOLO_CHECK_ARG(inputs.empty(), "scatter: rank ", rank_, " is not the root (", root,
+                   ") but passes an input list");
+  }
+  return enqueue(OpType::SCATTER, {out}, [=](Communicator& comm) {
+    comm.alltoallv(send.data(), send_counts, recv.data(), recv_counts, recv.dtype);
+    copy_back(recv, out);
+  });
+}
+
+}  // namespace kolo::c10d_backend
