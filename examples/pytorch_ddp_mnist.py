@@ -9,8 +9,6 @@ package with libtorch (docs/python.md):
     PYTHONPATH=build/python build/tools/kolorun -np 2 /usr/bin/python3 examples/pytorch_ddp_mnist.py
     PYTHONPATH=build/python /usr/bin/python3 examples/pytorch_ddp_mnist.py        # one process
 """
-import argparse
-import os
 
 import torch
 import torch.distributed as dist
@@ -18,23 +16,11 @@ import torch.nn.functional as F
 import torch.utils.data.distributed
 
 import kolo.torch.distributed as kd
-from pytorch_mnist import Net, load_mnist
+from pytorch_mnist import Net, argument_parser, load_mnist
 
 
 def parse_args():
-    parser = argparse.ArgumentParser(description="PyTorch DDP MNIST example on kolo")
-    parser.add_argument("--batch-size", type=int, default=64, help="input batch size per rank")
-    parser.add_argument("--test-batch-size", type=int, default=1000)
-    parser.add_argument("--epochs", type=int, default=10)
-    parser.add_argument("--lr", type=float, default=0.01, help="learning rate (times the ranks)")
-    # 0.9, not Horovod's 0.5: on this 8,334-image training set 0.5 leaves 10 epochs short of
-    # converging, and N ranks (N times fewer steps) further short than one (93.6% vs 94.3%).
-    parser.add_argument("--momentum", type=float, default=0.9)
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--log-interval", type=int, default=40, help="batches between logs")
-    parser.add_argument("--data-dir", default=os.environ.get("KOLO_DATA_DIR", "data"),
-                        help="folder holding mnist/ (default $KOLO_DATA_DIR or data)")
-    return parser.parse_args()
+    return argument_parser("PyTorch DDP MNIST example on kolo").parse_args()
 
 
 def train(epoch, model, optimizer, loader, sampler, args):

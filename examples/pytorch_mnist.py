@@ -22,8 +22,9 @@ import kolo.torch as hvd
 TEST_DIVISOR = 6  # the last 1/6 of each digit's images are the test set
 
 
-def parse_args():
-    parser = argparse.ArgumentParser(description="PyTorch MNIST example on kolo")
+def argument_parser(description):
+    """The options both MNIST examples take (this one and pytorch_ddp_mnist.py)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--batch-size", type=int, default=64, help="input batch size per rank")
     parser.add_argument("--test-batch-size", type=int, default=1000)
     parser.add_argument("--epochs", type=int, default=10)
@@ -33,10 +34,15 @@ def parse_args():
     parser.add_argument("--momentum", type=float, default=0.9)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--log-interval", type=int, default=40, help="batches between logs")
-    parser.add_argument("--fp16-allreduce", action="store_true", help="fp16 gradients on the wire")
-    parser.add_argument("--gradient-predivide-factor", type=float, default=1.0)
     parser.add_argument("--data-dir", default=os.environ.get("KOLO_DATA_DIR", "data"),
                         help="folder holding mnist/ (default $KOLO_DATA_DIR or data)")
+    return parser
+
+
+def parse_args():
+    parser = argument_parser("PyTorch MNIST example on kolo")
+    parser.add_argument("--fp16-allreduce", action="store_true", help="fp16 gradients on the wire")
+    parser.add_argument("--gradient-predivide-factor", type=float, default=1.0)
     return parser.parse_args()
 
 

@@ -6,7 +6,9 @@ Run: build/tools/kolorun -np 2 /usr/bin/python3 -m pytest -x -q tests/python
 """
 import faulthandler
 import os
+import subprocess
 import sys
+import tempfile
 import threading
 
 import pytest
@@ -49,3 +51,22 @@ def kolo_job():
     yield
     hvd.barrier()  # nobody shuts down while a peer still runs a collective
     hvd.shutdown()
+
+
+def run_two_rank_job(script_text, here):
+    """Runs `script_text` as a 2-rank kolorun job of its own (without this job's KOLO_ settings)
+    where `here` is true (one rank of this job), returning the finished process, else None.
+    Every rank calls it: where KOLO_TEST_KOLORUN (the kolorun binary, set by ctest) is not
+    given, every rank skips the test."""
+    kolorun = os.environ.get("KOLO_TEST_KOLORUN")
+    if not kolorun:
+        pytest.skip("KOLO_TEST_KOLORUN (the kolorun binary) is not set")
+    if not here:
+        return None
+    with tempfile.TemporaryDirectory() as folder:
+        script = os.path.join(folder, "job.py")
+        with open(script, "w") as f:
+            f.write(script_text)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KOLO_")}
+        return subprocess.run([kolorun, "-np", "2", sys.executable, script], env=env,
+                              capture_output=True, text=True, timeout=120)

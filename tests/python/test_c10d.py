@@ -6,9 +6,6 @@ a lost rank) raised instead of hanging. Runs under kolorun at 2 and 3 ranks (con
 import datetime
 import importlib.util
 import os
-import subprocess
-import sys
-import tempfile
 
 import pytest
 import torch
@@ -16,7 +13,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import kolo
-from conftest import DTYPES
+from conftest import DTYPES, run_two_rank_job
 
 if importlib.util.find_spec("kolo._c10d") is None:
     pytest.skip("kolo was built without libtorch (KOLO_WITH_TORCH)", allow_module_level=True)
@@ -313,17 +310,8 @@ except RuntimeError as e:
 
 
 def test_lost_rank_fails_ddp_backward():
-    kolorun = os.environ.get("KOLO_TEST_KOLORUN")
-    if not kolorun:
-        pytest.skip("KOLO_TEST_KOLORUN (the kolorun binary) is not set")
-    if r == 0:  # a job of its own, started from rank 0
-        with tempfile.TemporaryDirectory() as folder:
-            script = os.path.join(folder, "lost.py")
-            with open(script, "w") as f:
-                f.write(LOST_RANK_SCRIPT)
-            env = {k: v for k, v in os.environ.items() if not k.startswith("KOLO_")}
-            done = subprocess.run([kolorun, "-np", "2", sys.executable, script], env=env,
-                                  capture_output=True, text=True, timeout=120)
+    done = run_two_rank_job(LOST_RANK_SCRIPT, here=r == 0)  # a job of its own, from rank 0
+    if done:
         assert "caught" in done.stdout and "allreduce" in done.stdout, done.stdout + done.stderr
         assert "lost rank 1" in done.stdout, done.stdout + done.stderr
     dist.barrier()

@@ -4,8 +4,6 @@ out-of-place, in-place and asynchronous forms, process sets, join, and the error
 stall, lost rank, bad arguments). Runs under kolorun at 2 and 3 ranks (conftest.py)."""
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 
@@ -14,7 +12,7 @@ import torch
 
 import kolo
 import kolo.torch as hvd
-from conftest import DTYPES, UNSUPPORTED
+from conftest import DTYPES, UNSUPPORTED, run_two_rank_job
 
 r = n = None  # this rank and the rank count, set before each test
 
@@ -294,17 +292,8 @@ except hvd.HorovodInternalError as e:
 
 
 def test_lost_rank_raises_horovod_internal_error():
-    kolorun = os.environ.get("KOLO_TEST_KOLORUN")
-    if not kolorun:
-        pytest.skip("KOLO_TEST_KOLORUN (the kolorun binary) is not set")
-    if r == 0:  # a job of its own, started from rank 0
-        with tempfile.TemporaryDirectory() as folder:
-            script = os.path.join(folder, "lost.py")
-            with open(script, "w") as f:
-                f.write(LOST_RANK_SCRIPT)
-            env = {k: v for k, v in os.environ.items() if not k.startswith("KOLO_")}
-            done = subprocess.run([kolorun, "-np", "2", sys.executable, script], env=env,
-                                  capture_output=True, text=True, timeout=120)
+    done = run_two_rank_job(LOST_RANK_SCRIPT, here=r == 0)  # a job of its own, from rank 0
+    if done:
         assert "caught PeerLostError" in done.stdout, done.stdout + done.stderr
     hvd.barrier()
 
