@@ -8,25 +8,15 @@
 #include <string>
 #include <thread>
 
-#include "fusion/engine.h"
 #include "tests/common/host_device.h"
+#include "tests/unit/engine_testing.h"
 #include "tests/unit/expect_error.h"
-#include "tests/unit/thread_ranks.h"
 
 namespace kolo::testing {
 namespace {
 
-using namespace std::chrono_literals;
-using engine::Engine;
-using engine::EngineOptions;
-using engine::Handle;
-using engine::OpOptions;
-using engine::TensorView;
-
 EngineOptions device_options(std::shared_ptr<Calls> calls) {
-  EngineOptions o;
-  o.stall_check_seconds = 5;
-  o.stall_shutdown_seconds = 2;
+  EngineOptions o = quick_options(2);
   o.device = std::make_shared<HostDevice>(std::move(calls));
   return o;
 }

@@ -6,29 +6,14 @@
 #include <string>
 #include <thread>
 
-#include "fusion/engine.h"
-#include "tests/unit/thread_ranks.h"
+#include "tests/unit/engine_testing.h"
 
 namespace kolo::testing {
 namespace {
 
-using namespace std::chrono_literals;
-using engine::Engine;
-using engine::EngineOptions;
-using engine::Handle;
-using engine::OpOptions;
-using engine::TensorView;
-
-EngineOptions quick_options() {
-  EngineOptions o;
-  o.stall_check_seconds = 5;
-  o.stall_shutdown_seconds = 2;
-  return o;
-}
-
 TEST(EngineGroup, MembersAreReducedAndCompleteTogether) {
   run_thread_ranks(3, TransportKind::kShm, [](Communicator& comm) {
-    Engine eng(borrowed(comm), quick_options());
+    Engine eng(borrowed(comm), quick_options(2));
     const int r = comm.rank();
     // Three members of different sizes, one larger than the unfused limit (128 KiB), and a
     // fusion threshold smaller than the group: a group is never split.
@@ -55,7 +40,7 @@ TEST(EngineGroup, MembersAreReducedAndCompleteTogether) {
 
 TEST(EngineGroup, RanksThatGroupDifferentlyGetAnErrorNamingTheGroup) {
   auto messages = run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
-    Engine eng(borrowed(comm), quick_options());
+    Engine eng(borrowed(comm), quick_options(2));
     std::vector<float> a(4, 1.0f), b(4, 1.0f);
     TensorView va{a.data(), DType::kFloat32, {4}}, vb{b.data(), DType::kFloat32, {4}};
     std::vector<Handle> handles;
@@ -75,7 +60,7 @@ TEST(EngineGroup, RanksThatGroupDifferentlyGetAnErrorNamingTheGroup) {
 
 TEST(EngineGroup, MembersWithDifferentDtypesAreRefused) {
   run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
-    Engine eng(borrowed(comm), quick_options());
+    Engine eng(borrowed(comm), quick_options(2));
     std::vector<float> a(4, 1.0f);
     std::vector<double> b(4, 1.0);
     auto handles = eng.grouped_allreduce(
@@ -94,7 +79,7 @@ TEST(EngineGroup, MembersWithDifferentDtypesAreRefused) {
 TEST(EngineReduceScatter, UnevenRowsWithScaleFactors) {
   for (int n : {2, 3, 4}) {
     run_thread_ranks(n, TransportKind::kShm, [n](Communicator& comm) {
-      Engine eng(borrowed(comm), quick_options());
+      Engine eng(borrowed(comm), quick_options(2));
       const int r = comm.rank();
       std::vector<double> in(21);
       for (size_t i = 0; i < in.size(); ++i) in[i] = double(r + 1) * double(i / 3 + 1);

@@ -9,24 +9,10 @@
 #include <thread>
 
 #include "comm/bootstrap/host.h"
-#include "fusion/engine.h"
-#include "tests/unit/thread_ranks.h"
+#include "tests/unit/engine_testing.h"
 
 namespace kolo::testing {
 namespace {
-
-using namespace std::chrono_literals;
-using engine::Engine;
-using engine::EngineOptions;
-using engine::Handle;
-using engine::OpOptions;
-using engine::TensorView;
-
-EngineOptions quick_options() {
-  EngineOptions o;
-  o.stall_check_seconds = 5;
-  return o;
-}
 
 struct Tensor {
   DType dtype;
