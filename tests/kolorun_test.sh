@@ -9,21 +9,8 @@ KOLORUN=${1:?usage: kolorun_test.sh /path/to/kolorun}
 MARK="30.$$"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-passed=0
-failed=0
-
-check() {  # check NAME CONDITION...: runs the condition, records pass/fail
-  local name=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1))
-  else
-    failed=$((failed + 1))
-    echo "FAIL: $name" >&2
-    echo "  stdout: $(head -c 2000 "$TMP/out")" >&2
-    echo "  stderr: $(head -c 2000 "$TMP/err")" >&2
-  fi
-}
+# shellcheck source=common/check.sh
+source "$(dirname "$0")/common/check.sh"
 
 # run ARGS...: runs kolorun, leaving stdout/stderr in $TMP and the exit code in $rc and the
 # wall time in $elapsed_ms.

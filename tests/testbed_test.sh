@@ -20,18 +20,8 @@ if ! ip netns list >/dev/null 2>&1; then echo "SKIP: 'ip netns' is unavailable";
 
 TMP=$(mktemp -d)
 trap '"$TESTBED" down >/dev/null 2>&1; rm -rf "$TMP"' EXIT
-passed=0
-failed=0
-check() {  # check NAME CONDITION...: runs the condition, records pass/fail
-  local name=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1))
-  else
-    failed=$((failed + 1))
-    echo "FAIL: $name" >&2
-  fi
-}
+# shellcheck source=common/check.sh
+source "$(dirname "$0")/common/check.sh"
 
 if ! "$TESTBED" up --hosts 2 --rate 2gbit; then echo "FAIL: testbed up" >&2; exit 1; fi
 
