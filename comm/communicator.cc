@@ -1,6 +1,8 @@
 // Communicator lifecycle: rendezvous (init/create), host topology, transport choice, split.
 #include "comm/communicator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <functional>
 #include <mutex>
@@ -154,8 +156,10 @@ std::shared_ptr<Communicator> Communicator::init(const CommunicatorOptions& give
   static bool earlier_loopback = true;
   static int calls = 0;
   std::unique_lock<std::mutex> lock(mutex);
+  // The process too: a forked child must not share its parent's store connection.
   std::string launch = info.launcher + " " + info.addr + ":" + std::to_string(info.port) + " " +
-                       std::to_string(info.rank) + "/" + std::to_string(info.size);
+                       std::to_string(info.rank) + "/" + std::to_string(info.size) + " pid " +
+                       std::to_string(::getpid());
   std::shared_ptr<bootstrap::Store> store = earlier.lock();
   if (store && launch == earlier_launch) {
     options.store_on_loopback = earlier_loopback;
