@@ -281,6 +281,12 @@ def test_ranks_that_disagree_fail_with_mismatch():
     with pytest.raises(kolo.MismatchError, match="different"):
         dist.all_reduce(torch.ones(4 + (r == 0)), group=group)
     dist.destroy_process_group(group)
+    # A gather whose ranks pass different sizes: only the exchange can tell, and says whose.
+    group = dist.new_group(backend="kolo")
+    gathered = [torch.zeros(2) for _ in range(n)] if r == 0 else None
+    with pytest.raises(kolo.MismatchError, match="gather to rank 0: .*different counts"):
+        dist.gather(torch.ones(2 + (r == n - 1)), gathered, dst=0, group=group)
+    dist.destroy_process_group(group)
     dist.barrier()
 
 

@@ -8,8 +8,23 @@
 #include "comm/base/error.h"
 
 namespace kolo::c10d_backend {
+namespace {
 
 using ::c10d::OpType;
+
+// An alltoallv run for a rooted collective, its errors named after that collective (a
+// mismatch of sizes between ranks reads "gather to rank 0: alltoall on rank 1: ...").
+void rooted_alltoallv(Communicator& comm, const char* what, int root, const void* send,
+                      const std::vector<size_t>& send_counts, void* recv,
+                      const std::vector<size_t>& recv_counts, DType dtype) {
+  try {
+    comm.alltoallv(send, send_counts, recv, recv_counts, dtype);
+  } catch (const Error& e) {
+    KOLO_THROW(e.code(), what, " rank ", root, ": ", e.message());
+  }
+}
+
+}  // namespace
 
 // The root reduces in place; the other ranks reduce a copy, so their tensors keep their values
 // (as NCCL's reduce leaves them).
@@ -51,7 +66,8 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::gather(
   return enqueue(OpType::GATHER, out, [=](Communicator& comm) {
     const size_t received = out.empty() ? 0 : n * send.count;  // only the root receives
     at::Tensor flat = at::empty({static_cast<int64_t>(received / send.scale)}, in.options());
-    comm.alltoallv(send.data(), send_counts, flat.data_ptr(), recv_counts, send.dtype);
+    rooted_alltoallv(comm, "gather to", root, send.data(), send_counts, flat.data_ptr(),
+                     recv_counts, send.dtype);
     if (!out.empty()) split_into(flat, out);
   });
 }
@@ -78,7 +94,8 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::scatter(
                    ") but passes an input list");
   }
   return enqueue(OpType::SCATTER, {out}, [=](Communicator& comm) {
-    comm.alltoallv(send.data(), send_counts, recv.data(), recv_counts, recv.dtype);
+    rooted_alltoallv(comm, "scatter from", root, send.data(), send_counts, recv.data(), recv_counts,
+                     recv.dtype);
     copy_back(recv, out);
   });
 }
