@@ -81,9 +81,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::broadcast(std::vector<at::Ten
                                                              const ::c10d::BroadcastOptions& opts) {
   check_timeout(opts.timeout, "broadcast");
   const at::Tensor& t = single(tensors, "broadcast");
-  const int root = root_rank(opts.rootRank, size_, "broadcast");
-  KOLO_CHECK_ARG(opts.rootTensor == 0, "broadcast: root tensor ", opts.rootTensor,
-                 " (kolo takes one tensor per call)");
+  const int root = root_rank(opts.rootRank, size_, "broadcast", opts.rootTensor);
   Buffer b = moved(t, "broadcast: tensor");
   return enqueue(OpType::BROADCAST, {t}, [b, t, root](Communicator& comm) {
     comm.broadcast(b.data(), b.count, b.dtype, root);

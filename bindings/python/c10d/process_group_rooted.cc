@@ -1,8 +1,6 @@
 // ProcessGroupKolo's rooted collectives (dist.reduce, dist.gather, dist.scatter), built on the
 // Communicator's allreduce and alltoallv: a gather is an alltoallv in which every rank sends
 // only to the root, a scatter one in which only the root sends.
-#include <numeric>
-
 #include "bindings/python/c10d/process_group.h"
 #include "bindings/python/c10d/tensors.h"
 #include "comm/base/error.h"
@@ -32,9 +30,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::reduce(std::vector<at::Tensor
                                                           const ::c10d::ReduceOptions& opts) {
   check_timeout(opts.timeout, "reduce");
   const at::Tensor& t = single(tensors, "reduce");
-  const int root = root_rank(opts.rootRank, size_, "reduce");
-  KOLO_CHECK_ARG(opts.rootTensor == 0, "reduce: root tensor ", opts.rootTensor,
-                 " (kolo takes one tensor per call)");
+  const int root = root_rank(opts.rootRank, size_, "reduce", opts.rootTensor);
   const ReduceOp op = reduce_op(opts.reduceOp);
   Buffer b = reduced(rank_ == root ? t : t.clone(at::MemoryFormat::Contiguous), "reduce: tensor");
   return enqueue(OpType::REDUCE, {t}, [b, t, op, root](Communicator& comm) {

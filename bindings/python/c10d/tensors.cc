@@ -96,9 +96,11 @@ const std::vector<at::Tensor>& per_rank_like(const std::vector<std::vector<at::T
   return lists[0];
 }
 
-int root_rank(int64_t root, int size, const std::string& what) {
+int root_rank(int64_t root, int size, const std::string& what, int64_t root_tensor) {
   KOLO_CHECK_ARG(root >= 0 && root < size, what, ": root ", root,
                  " is not a rank of the group [0, ", size, ")");
+  KOLO_CHECK_ARG(root_tensor == 0, what, ": root tensor ", root_tensor,
+                 " (kolo takes one tensor per call)");
   return static_cast<int>(root);
 }
 

@@ -44,8 +44,9 @@ const std::vector<at::Tensor>& per_rank_like(const std::vector<std::vector<at::T
                                              const at::Tensor& like, int size,
                                              const std::string& op, const std::string& kind,
                                              const std::string& like_kind);
-// A collective's root, checked against the group's ranks.
-int root_rank(int64_t root, int size, const std::string& what);
+// A collective's root, checked against the group's ranks; `root_tensor` (broadcast's and
+// reduce's option) must be 0, since kolo takes one tensor per call.
+int root_rank(int64_t root, int size, const std::string& what, int64_t root_tensor = 0);
 ReduceOp reduce_op(const ::c10d::ReduceOp& op);
 
 // Element counts of `tensors` (times `scale`), and their concatenation as one contiguous
