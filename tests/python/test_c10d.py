@@ -6,6 +6,7 @@ a lost rank) raised instead of hanging. Runs under kolorun at 2 and 3 ranks (con
 import datetime
 import importlib.util
 import os
+import threading
 
 import pytest
 import torch
@@ -205,6 +206,32 @@ def test_async_work_and_futures():
     assert torch.equal(chained.wait(), torch.full((2,), 2.0 * n))
 
 
+
+def test_future_callbacks_that_run_collectives():
+    """A future's callback that starts a collective and waits for it (as DDP's PowerSGD hook
+    does), or waits for one queued earlier, runs on the group's worker thread whenever the op is
+    still queued when .then() is called; the worker runs those collectives itself instead of
+    waiting for them forever."""
+    main = threading.get_ident()
+    on_worker = []
+
+    def again(f):
+        on_worker.append(threading.get_ident() != main)
+        x = f.value()[0]
+        return dist.all_reduce(x, async_op=True).get_future().wait()[0]
+
+    for _ in range(3):  # large ops queued ahead keep the worker busy while .then() is called
+        ahead = [dist.all_reduce(torch.ones(1 << 20), async_op=True) for _ in range(4)]
+        got = dist.all_reduce(torch.ones(3), async_op=True).get_future().then(again).wait()
+        assert torch.equal(got, torch.full((3,), float(n * n)))
+        later = torch.full((2,), float(r))
+        first = dist.all_reduce(torch.ones(1 << 20), async_op=True)
+        queued = dist.all_reduce(later, async_op=True)
+        done = first.get_future().then(lambda f: queued.wait() and later.clone()).wait()
+        assert torch.equal(done, torch.full((2,), float(n * (n - 1) // 2)))
+        assert all(w.is_completed() for w in ahead)
+    assert any(on_worker), "no callback ran on the worker thread: the test proved nothing"
+
 def test_new_group_of_some_ranks():
     low = dist.new_group(ranks=[0, 1], backend="kolo")  # every rank calls new_group
     if r < 2:
@@ -251,6 +278,25 @@ def test_ddp_matches_one_process(options):
     for got, ref in zip(ddp.module.parameters(), want.parameters()):
         assert torch.allclose(got, ref, rtol=0, atol=1e-12), (got - ref).abs().max()
 
+
+
+def test_ddp_powersgd_hook_matches_gloo():
+    """DDP's PowerSGD communication hook (its future callbacks run further collectives) over
+    several buckets trains as it does on torch's gloo backend in the same run."""
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
+    gloo = dist.new_group(backend="gloo")
+    trained = []
+    for group in (None, gloo):
+        ddp = torch.nn.parallel.DistributedDataParallel(make_model(seed=0), process_group=group,
+                                                        bucket_cap_mb=1e-4)
+        state = powersgd.PowerSGDState(process_group=group, matrix_approximation_rank=1,
+                                       start_powerSGD_iter=2)
+        ddp.register_comm_hook(state, powersgd.powerSGD_hook)
+        sgd_steps(ddp, steps=5, rows=slice(ROWS * r, ROWS * (r + 1)))
+        trained.append(list(ddp.module.parameters()))
+    dist.destroy_process_group(gloo)
+    for got, ref in zip(*trained):
+        assert torch.allclose(got, ref, rtol=0, atol=1e-10), (got - ref).abs().max()
 
 def test_bad_arguments_fail_at_once():
     x = torch.ones(3)

@@ -25,6 +25,13 @@ void Work::complete(std::exception_ptr error) {
   finish(error);
 }
 
+bool Work::wait(std::chrono::milliseconds timeout) {
+  WorkQueue::run_on_worker_until(*this);
+  return ::c10d::Work::wait(timeout);
+}
+
+thread_local WorkQueue::State* WorkQueue::worker_of_ = nullptr;
+
 WorkQueue::WorkQueue() : thread_([state = state_] { loop(state); }) {}
 
 WorkQueue::~WorkQueue() {
@@ -51,6 +58,11 @@ WorkQueue::~WorkQueue() {
 }
 
 void WorkQueue::submit(c10::intrusive_ptr<Work> work, std::function<void()> run) {
+  if (worker_of_ == state_.get()) {  // a future's callback on the worker: run it now
+    Item item{std::move(work), std::move(run)};
+    execute(*state_, item);
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     state_->queue.push_back({std::move(work), std::move(run)});
@@ -58,32 +70,58 @@ void WorkQueue::submit(c10::intrusive_ptr<Work> work, std::function<void()> run)
   state_->wake.notify_one();
 }
 
+void WorkQueue::run_on_worker_until(const Work& work) {
+  State* state = worker_of_;
+  if (state == nullptr) return;
+  // The worker only pops and runs; while it is here nobody else takes items from the queue.
+  for (;;) {
+    // isCompleted() is not const in ::c10d::Work.
+    if (const_cast<Work&>(work).isCompleted()) return;
+    Item item;
+    {
+      std::lock_guard<std::mutex> lock(state->mutex);
+      if (state->queue.empty()) return;  // not this group's Work: its own worker runs it
+      item = std::move(state->queue.front());
+      state->queue.pop_front();
+    }
+    execute(*state, item);
+  }
+}
+
+void WorkQueue::execute(State& state, Item& item) {
+  bool abandoned;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    abandoned = state.abandoned;
+  }
+  std::exception_ptr error;
+  try {
+    if (abandoned)
+      KOLO_THROW(ErrorCode::kInvalidArgument,
+                 "the process group was destroyed before this "
+                 "collective ran");
+    item.run();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  item.work->complete(error);
+}
+
 void WorkQueue::loop(const std::shared_ptr<State>& state) {
   // Results are written in place, also into tensors that require grad (a broadcast parameter):
   // autograd has no part in a collective, as in torch's own backends.
   c10::AutoGradMode no_grad(false);
+  worker_of_ = state.get();
   for (;;) {
     Item item;
-    bool abandoned = false;
     {
       std::unique_lock<std::mutex> lock(state->mutex);
       state->wake.wait(lock, [&] { return state->stopping || !state->queue.empty(); });
       if (state->queue.empty()) return;  // stopping, and nothing left to run
       item = std::move(state->queue.front());
       state->queue.pop_front();
-      abandoned = state->abandoned;
     }
-    std::exception_ptr error;
-    try {
-      if (abandoned)
-        KOLO_THROW(ErrorCode::kInvalidArgument,
-                   "the process group was destroyed before this "
-                   "collective ran");
-      item.run();
-    } catch (...) {
-      error = std::current_exception();
-    }
-    item.work->complete(error);
+    execute(*state, item);
   }
 }
 

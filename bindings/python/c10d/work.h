@@ -2,6 +2,14 @@
 // A collective is checked on the caller's thread, queued, and run by the group's one worker
 // thread in the order of submission; its Work (wait, isCompleted, exception, and the future that
 // DDP's reducer waits on) completes when the worker is done with it.
+//
+// The worker completes a future, so it runs the future's callbacks (as torch's gloo backend
+// does). A callback may start collectives of its own and wait for them (DDP's PowerSGD hook
+// does: the callback of one allreduce runs the next and waits on its future), which the worker
+// could never run while it is inside that callback. So a collective submitted from a callback
+// on the worker runs there and then, before the worker goes on with its queue: on every rank in
+// the same place (right after the op whose callback started it), whenever other threads queue
+// their ops. A callback that waits for a Work queued earlier runs the queue up to that Work.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -26,6 +34,9 @@ class Work : public ::c10d::Work {
 
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // Waits as ::c10d::Work does; on a group's worker thread (in a future's callback) first runs
+  // that group's queue until this Work is done.
+  bool wait(std::chrono::milliseconds timeout) override;
 
   // Called once, by the worker: completes the Work and its future, failed when `error` is set.
   void complete(std::exception_ptr error);
@@ -45,8 +56,13 @@ class WorkQueue {
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
-  // Queues `run`; its return or exception completes `work`.
+  // Queues `run`; its return or exception completes `work`. Called on the worker itself (from
+  // a future's callback), runs it at once instead.
   void submit(c10::intrusive_ptr<Work> work, std::function<void()> run);
+
+  // On a worker thread: runs its queue, in order, until `work` is done or the queue is empty.
+  // Elsewhere: nothing.
+  static void run_on_worker_until(const Work& work);
 
  private:
   struct Item {
@@ -62,6 +78,10 @@ class WorkQueue {
     bool abandoned = false;  // destroyed by the worker itself: fail what is left, run nothing
   };
   static void loop(const std::shared_ptr<State>& state);
+  // Runs `item` and completes its Work (the future's callbacks run here).
+  static void execute(State& state, Item& item);
+  // The queue whose worker this thread is (null on other threads).
+  static thread_local State* worker_of_;
 
   std::shared_ptr<State> state_ = std::make_shared<State>();
   std::thread thread_;  // last: starts once the state exists
