@@ -280,11 +280,21 @@ def test_ddp_matches_one_process(options):
 
 
 
-def test_ddp_powersgd_hook_matches_gloo():
+@pytest.fixture(scope="module")
+def gloo(process_group):  # torn down before the default group
+    """A group of every rank on torch's gloo backend, for comparisons. It lives as long as the
+    module: gloo's worker threads run future callbacks, and a group whose last reference goes
+    with a callback on its own worker thread aborts the process (it joins that thread)."""
+    group = dist.new_group(backend="gloo")
+    yield group
+    dist.barrier(group=group)
+    dist.destroy_process_group(group)
+
+
+def test_ddp_powersgd_hook_matches_gloo(gloo):
     """DDP's PowerSGD communication hook (its future callbacks run further collectives) over
     several buckets trains as it does on torch's gloo backend in the same run."""
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
-    gloo = dist.new_group(backend="gloo")
     trained = []
     for group in (None, gloo):
         ddp = torch.nn.parallel.DistributedDataParallel(make_model(seed=0), process_group=group,
@@ -294,9 +304,55 @@ def test_ddp_powersgd_hook_matches_gloo():
         ddp.register_comm_hook(state, powersgd.powerSGD_hook)
         sgd_steps(ddp, steps=5, rows=slice(ROWS * r, ROWS * (r + 1)))
         trained.append(list(ddp.module.parameters()))
-    dist.destroy_process_group(gloo)
     for got, ref in zip(*trained):
         assert torch.allclose(got, ref, rtol=0, atol=1e-10), (got - ref).abs().max()
+
+
+def ddp_uneven_join(group):
+    """DDP's join() context: rank r trains 2 + r steps, the ranks that finish early shadow the
+    others' collectives."""
+    ddp = torch.nn.parallel.DistributedDataParallel(make_model(seed=0), process_group=group)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    with ddp.join():
+        for step in range(2 + r):
+            x, y = global_batch(step)
+            opt.zero_grad()
+            F.mse_loss(ddp(x[ROWS * r:ROWS * (r + 1)]), y[ROWS * r:ROWS * (r + 1)]).backward()
+            opt.step()
+    return ddp.module
+
+
+def ddp_unused_parameters(group):
+    """find_unused_parameters: a layer the forward skips (an allreduce of the used-map too)."""
+    model = torch.nn.ModuleDict({"used": make_model(seed=0), "unused": torch.nn.Linear(6, 2)})
+    model.forward = lambda x: model["used"](x)
+    ddp = torch.nn.parallel.DistributedDataParallel(model.double(), process_group=group,
+                                                    find_unused_parameters=True)
+    return sgd_steps(ddp, steps=3, rows=slice(ROWS * r, ROWS * (r + 1))).module["used"]
+
+
+def ddp_zero_redundancy(group):
+    """torch's ZeroRedundancyOptimizer (broadcasts from every rank), state consolidated on 0."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    ddp = torch.nn.parallel.DistributedDataParallel(make_model(seed=0), process_group=group)
+    opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.Adam, lr=0.01,
+                                  process_group=group)
+    for step in range(3):
+        x, y = global_batch(step)
+        opt.zero_grad()
+        F.mse_loss(ddp(x[ROWS * r:ROWS * (r + 1)]), y[ROWS * r:ROWS * (r + 1)]).backward()
+        opt.step()
+    opt.consolidate_state_dict(to=0)
+    if r == 0:
+        assert len(opt.state_dict()["state"]) == 6
+    return ddp.module
+
+
+@pytest.mark.parametrize("train", [ddp_uneven_join, ddp_unused_parameters, ddp_zero_redundancy])
+def test_ddp_features_match_gloo(train, gloo):
+    kolo_model, gloo_model = train(None), train(gloo)
+    for got, ref in zip(kolo_model.parameters(), gloo_model.parameters()):
+        assert torch.allclose(got, ref, rtol=0, atol=1e-12), (got - ref).abs().max()
 
 def test_bad_arguments_fail_at_once():
     x = torch.ones(3)
