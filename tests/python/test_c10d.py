@@ -229,6 +229,10 @@ def test_future_callbacks_that_run_collectives():
         queued = dist.all_reduce(later, async_op=True)
         done = first.get_future().then(lambda f: queued.wait() and later.clone()).wait()
         assert torch.equal(done, torch.full((2,), float(n * (n - 1) // 2)))
+        first = dist.all_reduce(torch.ones(1 << 20), async_op=True)
+        queued = dist.all_reduce(torch.ones(2), async_op=True)
+        done = first.get_future().then(lambda f: queued.get_future().wait()[0]).wait()
+        assert torch.equal(done, torch.full((2,), float(n)))
         assert all(w.is_completed() for w in ahead)
     assert any(on_worker), "no callback ran on the worker thread: the test proved nothing"
 

@@ -25,6 +25,11 @@ void Work::complete(std::exception_ptr error) {
   finish(error);
 }
 
+c10::intrusive_ptr<c10::ivalue::Future> Work::getFuture() {
+  WorkQueue::run_on_worker_until(*this);
+  return future_;
+}
+
 bool Work::wait(std::chrono::milliseconds timeout) {
   WorkQueue::run_on_worker_until(*this);
   return ::c10d::Work::wait(timeout);
@@ -75,8 +80,9 @@ void WorkQueue::run_on_worker_until(const Work& work) {
   if (state == nullptr) return;
   // The worker only pops and runs; while it is here nobody else takes items from the queue.
   for (;;) {
-    // isCompleted() is not const in ::c10d::Work.
-    if (const_cast<Work&>(work).isCompleted()) return;
+    // The future completes first (its callbacks run before the Work finishes), so a callback
+    // asking for the future of the op it belongs to returns at once.
+    if (work.future_->completed()) return;
     Item item;
     {
       std::lock_guard<std::mutex> lock(state->mutex);

@@ -9,7 +9,8 @@
 // could never run while it is inside that callback. So a collective submitted from a callback
 // on the worker runs there and then, before the worker goes on with its queue: on every rank in
 // the same place (right after the op whose callback started it), whenever other threads queue
-// their ops. A callback that waits for a Work queued earlier runs the queue up to that Work.
+// their ops. A callback that waits for a Work queued earlier, or asks for its future, runs the
+// queue up to that Work.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -33,15 +34,16 @@ class Work : public ::c10d::Work {
   Work(int rank, ::c10d::OpType type, std::vector<at::Tensor> outputs);
 
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-  // Waits as ::c10d::Work does; on a group's worker thread (in a future's callback) first runs
-  // that group's queue until this Work is done.
+  // Both as ::c10d::Work has them, but on a group's worker thread (in a future's callback) they
+  // first run that group's queue until this Work is done.
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   bool wait(std::chrono::milliseconds timeout) override;
 
   // Called once, by the worker: completes the Work and its future, failed when `error` is set.
   void complete(std::exception_ptr error);
 
  private:
+  friend class WorkQueue;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
