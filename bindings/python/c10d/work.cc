@@ -63,6 +63,7 @@ WorkQueue::~WorkQueue() {
 }
 
 void WorkQueue::submit(c10::intrusive_ptr<Work> work, std::function<void()> run) {
+  work->queue_ = state_.get();
   if (worker_of_ == state_.get()) {  // a future's callback on the worker: run it now
     Item item{std::move(work), std::move(run)};
     execute(*state_, item);
@@ -77,7 +78,7 @@ void WorkQueue::submit(c10::intrusive_ptr<Work> work, std::function<void()> run)
 
 void WorkQueue::run_on_worker_until(const Work& work) {
   State* state = worker_of_;
-  if (state == nullptr) return;
+  if (state == nullptr || work.queue_ != state) return;
   // The worker only pops and runs; while it is here nobody else takes items from the queue.
   for (;;) {
     // The future completes first (its callbacks run before the Work finishes), so a callback
@@ -86,7 +87,7 @@ void WorkQueue::run_on_worker_until(const Work& work) {
     Item item;
     {
       std::lock_guard<std::mutex> lock(state->mutex);
-      if (state->queue.empty()) return;  // not this group's Work: its own worker runs it
+      if (state->queue.empty()) return;  // nothing left to run (not expected: `work` is queued)
       item = std::move(state->queue.front());
       state->queue.pop_front();
     }

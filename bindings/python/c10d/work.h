@@ -46,6 +46,7 @@ class Work : public ::c10d::Work {
   friend class WorkQueue;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  const void* queue_ = nullptr;  // the WorkQueue state it was submitted to
 };
 
 // One thread running queued collectives in submission order. Every rank submits the same
@@ -62,8 +63,8 @@ class WorkQueue {
   // a future's callback), runs it at once instead.
   void submit(c10::intrusive_ptr<Work> work, std::function<void()> run);
 
-  // On a worker thread: runs its queue, in order, until `work` is done or the queue is empty.
-  // Elsewhere: nothing.
+  // On the worker thread of the queue `work` went to: runs that queue, in order, until `work`'s
+  // future is complete. Elsewhere (another thread, another group's worker): nothing.
   static void run_on_worker_until(const Work& work);
 
  private:
