@@ -241,6 +241,7 @@ void MpiContext::do_wait(Transfer* t) {
 bool MpiContext::progress() {
   bool moved = false;
   int failed_peer = -1;
+  bool truncated = false;
   std::string how;
   {
     auto lock = mpi_world::call_lock();
@@ -249,6 +250,9 @@ bool MpiContext::progress() {
       int rc = pairs_[static_cast<size_t>(p)].test(moved);
       if (rc != MPI_SUCCESS) {
         failed_peer = p;
+        int error_class = MPI_SUCCESS;
+        truncated =
+            MPI_Error_class(rc, &error_class) == MPI_SUCCESS && error_class == MPI_ERR_TRUNCATE;
         how = "MPI_Test failed: " + mpi_world::error_string(rc);
       }
     }
@@ -257,6 +261,12 @@ bool MpiContext::progress() {
       if (failed_peer >= 0) how = "it aborted";
     }
   }
+  // A receive posted before its header was checked (so that the data need not wait for it)
+  // matched a larger message: the peer is alive and passed another count.
+  if (truncated)
+    KOLO_THROW(ErrorCode::kMismatch, operation(), " on rank ", rank_, ": ",
+               describe_peer(failed_peer), " sent a message larger than this rank expects in ",
+               describe_call(call_), " (the ranks passed different counts)");
   if (failed_peer >= 0) throw_peer_lost(failed_peer, how);
   return moved;
 }

@@ -88,6 +88,8 @@ void Pair::abandon() noexcept {
 void Pair::abandon_lane(Lane& lane) noexcept {
   std::vector<MPI_Request> pending;
   for (auto& piece : lane.pieces) {
+    // A piece whose MPI_Test failed (a truncated receive) was released by MPI already.
+    if (piece.request == MPI_REQUEST_NULL) continue;
     // Sends cannot be cancelled reliably; freeing the request lets MPI finish or drop them.
     if (lane.send) {
       MPI_Request_free(&piece.request);
