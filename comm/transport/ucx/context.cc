@@ -25,6 +25,10 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kSeqBits = 40;
 constexpr uint64_t kFullMask = ~uint64_t{0};
+// An abort notice's tag: this bit and the sender's rank (data tags never set it: ranks < 2^23).
+constexpr uint64_t kAbortBit = uint64_t{1} << 63;
+// How long a failing rank progresses its abort notices before it lets them go.
+constexpr auto kNoticeGrace = std::chrono::milliseconds(100);
 
 uint64_t make_tag(int sender, uint64_t seq) {
   return uint64_t(static_cast<uint32_t>(sender)) << kSeqBits |
@@ -77,12 +81,21 @@ class UcxContext final : public Context {
   bool progress();
   bool progress_lane(Lane& lane);
   void release(Lane& lane) noexcept;
+  // The receive for any peer's abort notice (so that a peer waiting on this rank fails at once,
+  // not at its deadline), and the rank whose notice came, or -1.
+  void post_notice_receive();
+  int take_notice();
+  void send_notices() noexcept;
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int event_fd_ = -1;  // readable when the worker has events (ucp_worker_arm)
   std::vector<Peer> peers_;
   const Op* failed_ = nullptr;
+  void* notice_request_ = nullptr;
+  uint64_t notice_word_ = 0;       // what a notice carries (nothing: the tag says who)
+  int notice_from_ = -1;           // the peer whose notice arrived
+  const uint64_t abort_word_ = 0;  // what this rank's notices carry
 };
 
 UcxContext::UcxContext(const ContextOptions& options) : Context(options) {
@@ -125,9 +138,55 @@ UcxContext::UcxContext(const ContextOptions& options) : Context(options) {
     ep.err_handler.arg = &peer;
     check_setup(ucp_ep_create(worker_, &ep, &peer.ep), "ucp_ep_create");
   }
+  post_notice_receive();
+}
+
+void UcxContext::post_notice_receive() {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+  param.datatype = ucp_dt_make_contig(1);
+  void* request =
+      ucp_tag_recv_nbx(worker_, &notice_word_, sizeof notice_word_, kAbortBit, kAbortBit, &param);
+  if (UCS_PTR_IS_ERR(request))
+    check_setup(UCS_PTR_STATUS(request), "ucp_tag_recv_nbx (abort notices)");
+  notice_request_ = request;  // a receive posted before any notice cannot have completed
+}
+
+int UcxContext::take_notice() {
+  if (notice_request_ == nullptr) return notice_from_;
+  ucp_tag_recv_info_t info{};
+  const ucs_status_t status = ucp_tag_recv_request_test(notice_request_, &info);
+  if (status == UCS_INPROGRESS) return -1;
+  ucp_request_free(notice_request_);
+  notice_request_ = nullptr;
+  if (status == UCS_OK) notice_from_ = static_cast<int>(info.sender_tag & ~kAbortBit);
+  return notice_from_;
+}
+
+void UcxContext::send_notices() noexcept {
+  std::vector<void*> sent;
+  for (Peer& peer : peers_) {
+    if (peer.ep == nullptr || peer.rank == notice_from_ || peer.error != UCS_OK) continue;
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+    param.datatype = ucp_dt_make_contig(1);
+    void* request = ucp_tag_send_nbx(peer.ep, &abort_word_, sizeof abort_word_,
+                                     kAbortBit | static_cast<uint64_t>(rank_), &param);
+    if (UCS_PTR_IS_PTR(request)) sent.push_back(request);
+  }
+  const auto deadline = Clock::now() + kNoticeGrace;
+  for (void* request : sent) {
+    while (ucp_request_check_status(request) == UCS_INPROGRESS && Clock::now() < deadline)
+      ucp_worker_progress(worker_);
+    ucp_request_free(request);  // one still in flight goes on without us
+  }
 }
 
 UcxContext::~UcxContext() {
+  if (notice_request_ != nullptr) {
+    ucp_request_cancel(worker_, notice_request_);
+    ucp_request_free(notice_request_);
+  }
   for (Peer& peer : peers_) {
     release(peer.sends);
     release(peer.recvs);
@@ -198,6 +257,7 @@ void UcxContext::do_wait(Transfer* t) {
       idle = 0;
       continue;
     }
+    if (const int aborted = take_notice(); aborted >= 0) throw_peer_lost(aborted, "it aborted");
     const Peer& peer = peers_[static_cast<size_t>(t->peer)];
     if (peer.error != UCS_OK)
       throw_peer_lost(t->peer,
@@ -261,12 +321,13 @@ void UcxContext::release(Lane& lane) noexcept {
 }
 
 void UcxContext::do_abort() noexcept {
-  // The peers learn of it from their endpoints once this process's are closed, or from the
-  // reason Context::fail left in the store; what is in flight is let go.
+  // What is in flight is let go; every peer gets a notice (the reason is in the store, from
+  // Context::fail), so that one waiting on this rank fails now instead of at its deadline.
   for (Peer& peer : peers_) {
     release(peer.sends);
     release(peer.recvs);
   }
+  send_notices();
 }
 
 }  // namespace
