@@ -166,6 +166,15 @@ void Context::throw_timeout(int peer) const {
              "collective");
 }
 
+void Context::throw_larger_message(int peer, size_t expected_bytes) const {
+  const std::string what = expected_bytes > 0
+                               ? "the " + std::to_string(expected_bytes) + " B this rank expects"
+                               : std::string("this rank expects");
+  KOLO_THROW(ErrorCode::kMismatch, operation(), " on rank ", rank_, ": ", describe_peer(peer),
+             " sent a message larger than ", what, " in ", describe_call(call_),
+             " (the ranks passed different counts)");
+}
+
 void Context::throw_peer_lost(int peer, const std::string& how) const {
   // A peer that aborted left its reason in the store (and, over shared memory, in its segment,
   // readable when the store's host is the rank exiting) before telling us; quote its root cause

@@ -148,6 +148,10 @@ class Context {
   void check_call(int peer, const CallSignature& theirs) const;
   [[noreturn]] void throw_timeout(int peer) const;
   [[noreturn]] void throw_peer_lost(int peer, const std::string& how) const;
+  // kMismatch for a message from `peer` larger than the receive posted for it (message
+  // transports that post the receive before its header is checked); `expected_bytes` is the
+  // receive's size where the transport knows it (0: not said).
+  [[noreturn]] void throw_larger_message(int peer, size_t expected_bytes = 0) const;
 
   int rank_;
   int size_;

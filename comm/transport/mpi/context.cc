@@ -263,10 +263,7 @@ bool MpiContext::progress() {
   }
   // A receive posted before its header was checked (so that the data need not wait for it)
   // matched a larger message: the peer is alive and passed another count.
-  if (truncated)
-    KOLO_THROW(ErrorCode::kMismatch, operation(), " on rank ", rank_, ": ",
-               describe_peer(failed_peer), " sent a message larger than this rank expects in ",
-               describe_call(call_), " (the ranks passed different counts)");
+  if (truncated) throw_larger_message(failed_peer);
   if (failed_peer >= 0) throw_peer_lost(failed_peer, how);
   return moved;
 }

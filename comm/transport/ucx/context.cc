@@ -30,6 +30,14 @@ constexpr uint64_t kAbortBit = uint64_t{1} << 63;
 // How long a failing rank progresses its abort notices before it lets them go.
 constexpr auto kNoticeGrace = std::chrono::milliseconds(100);
 
+// Parameters of a send or receive of contiguous bytes.
+ucp_request_param_t contiguous_bytes() {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+  param.datatype = ucp_dt_make_contig(1);
+  return param;
+}
+
 uint64_t make_tag(int sender, uint64_t seq) {
   return uint64_t(static_cast<uint32_t>(sender)) << kSeqBits |
          (seq & ((uint64_t{1} << kSeqBits) - 1));
@@ -142,9 +150,7 @@ UcxContext::UcxContext(const ContextOptions& options) : Context(options) {
 }
 
 void UcxContext::post_notice_receive() {
-  ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-  param.datatype = ucp_dt_make_contig(1);
+  ucp_request_param_t param = contiguous_bytes();
   void* request =
       ucp_tag_recv_nbx(worker_, &notice_word_, sizeof notice_word_, kAbortBit, kAbortBit, &param);
   if (UCS_PTR_IS_ERR(request))
@@ -167,9 +173,7 @@ void UcxContext::send_notices() noexcept {
   std::vector<void*> sent;
   for (Peer& peer : peers_) {
     if (peer.ep == nullptr || peer.rank == notice_from_ || peer.error != UCS_OK) continue;
-    ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-    param.datatype = ucp_dt_make_contig(1);
+    ucp_request_param_t param = contiguous_bytes();
     void* request = ucp_tag_send_nbx(peer.ep, &abort_word_, sizeof abort_word_,
                                      kAbortBit | static_cast<uint64_t>(rank_), &param);
     if (UCS_PTR_IS_PTR(request)) sent.push_back(request);
@@ -215,9 +219,7 @@ void UcxContext::do_post(Transfer* t) {
   const bool send = t->kind == Transfer::Kind::kSend;
   Lane& lane = send ? peer.sends : peer.recvs;
   const uint64_t tag = make_tag(send ? rank_ : t->peer, lane.next_seq++);
-  ucp_request_param_t param{};
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-  param.datatype = ucp_dt_make_contig(1);
+  ucp_request_param_t param = contiguous_bytes();
   void* request = send ? ucp_tag_send_nbx(peer.ep, t->data, t->bytes, tag, &param)
                        : ucp_tag_recv_nbx(worker_, t->data, t->bytes, tag, kFullMask, &param);
   if (UCS_PTR_IS_ERR(request)) {
@@ -232,10 +234,7 @@ void UcxContext::do_post(Transfer* t) {
 }
 
 void UcxContext::throw_failed(const Transfer& t, ucs_status_t status, const char* what) const {
-  if (status == UCS_ERR_MESSAGE_TRUNCATED)
-    KOLO_THROW(ErrorCode::kMismatch, operation(), " on rank ", rank_, ": ", describe_peer(t.peer),
-               " sent a message larger than the ", t.bytes, " B this rank expects in ",
-               describe_call(call()), " (the ranks passed different counts)");
+  if (status == UCS_ERR_MESSAGE_TRUNCATED) throw_larger_message(t.peer, t.bytes);
   throw_peer_lost(t.peer, std::string(what) + " failed: " + ucs_status_string(status));
 }
 
