@@ -207,7 +207,6 @@ def test_async_work_and_futures():
     assert torch.equal(chained.wait(), torch.full((2,), 2.0 * n))
 
 
-
 def test_future_callbacks_that_run_collectives():
     """A future's callback that starts a collective and waits for it (as DDP's PowerSGD hook
     does), or waits for one queued earlier, runs on the group's worker thread whenever the op is
@@ -237,6 +236,7 @@ def test_future_callbacks_that_run_collectives():
         assert all(w.is_completed() for w in ahead)
     assert any(on_worker), "no callback ran on the worker thread: the test proved nothing"
 
+
 def test_new_group_of_some_ranks():
     low = dist.new_group(ranks=[0, 1], backend="kolo")  # every rank calls new_group
     if r < 2:
@@ -264,8 +264,10 @@ def global_batch(step):
             torch.randn(ROWS * n, 2, generator=g, dtype=torch.float64))
 
 
-def sgd_steps(model, steps, rows):
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+def sgd_steps(model, steps, rows, opt=None):
+    """`steps` steps on rows `rows` of the global batches, with SGD unless `opt` is given."""
+    if opt is None:
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     for step in range(steps):
         x, y = global_batch(step)
         opt.zero_grad()
@@ -282,7 +284,6 @@ def test_ddp_matches_one_process(options):
     want = sgd_steps(make_model(seed=0), steps=3, rows=slice(None))
     for got, ref in zip(ddp.module.parameters(), want.parameters()):
         assert torch.allclose(got, ref, rtol=0, atol=1e-12), (got - ref).abs().max()
-
 
 
 @pytest.fixture(scope="module")
@@ -317,13 +318,8 @@ def ddp_uneven_join(group):
     """DDP's join() context: rank r trains 2 + r steps, the ranks that finish early shadow the
     others' collectives."""
     ddp = torch.nn.parallel.DistributedDataParallel(make_model(seed=0), process_group=group)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     with ddp.join():
-        for step in range(2 + r):
-            x, y = global_batch(step)
-            opt.zero_grad()
-            F.mse_loss(ddp(x[ROWS * r:ROWS * (r + 1)]), y[ROWS * r:ROWS * (r + 1)]).backward()
-            opt.step()
+        sgd_steps(ddp, steps=2 + r, rows=slice(ROWS * r, ROWS * (r + 1)))
     return ddp.module
 
 
@@ -342,11 +338,7 @@ def ddp_zero_redundancy(group):
     ddp = torch.nn.parallel.DistributedDataParallel(make_model(seed=0), process_group=group)
     opt = ZeroRedundancyOptimizer(ddp.parameters(), optimizer_class=torch.optim.Adam, lr=0.01,
                                   process_group=group)
-    for step in range(3):
-        x, y = global_batch(step)
-        opt.zero_grad()
-        F.mse_loss(ddp(x[ROWS * r:ROWS * (r + 1)]), y[ROWS * r:ROWS * (r + 1)]).backward()
-        opt.step()
+    sgd_steps(ddp, steps=3, rows=slice(ROWS * r, ROWS * (r + 1)), opt=opt)
     opt.consolidate_state_dict(to=0)
     if r == 0:
         assert len(opt.state_dict()["state"]) == 6
@@ -358,6 +350,7 @@ def test_ddp_features_match_gloo(train, gloo):
     kolo_model, gloo_model = train(None), train(gloo)
     for got, ref in zip(kolo_model.parameters(), gloo_model.parameters()):
         assert torch.allclose(got, ref, rtol=0, atol=1e-12), (got - ref).abs().max()
+
 
 def test_bad_arguments_fail_at_once():
     x = torch.ones(3)
