@@ -259,10 +259,13 @@ def test_mismatches_raise_horovod_internal_error():
     assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == n  # later ops are unaffected
 
 
-def test_name_pending_on_one_rank_fails_after_stall_timeout(monkeypatch):
+@pytest.mark.parametrize("names", [("KOLO_STALL_SHUTDOWN_SECONDS", "KOLO_STALL_CHECK_SECONDS"),
+                                   ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS",
+                                    "HOROVOD_STALL_CHECK_TIME_SECONDS")], ids=["kolo", "horovod"])
+def test_name_pending_on_one_rank_fails_after_stall_timeout(monkeypatch, names):
     hvd.shutdown()
-    monkeypatch.setenv("KOLO_STALL_SHUTDOWN_SECONDS", "2")
-    monkeypatch.setenv("KOLO_STALL_CHECK_SECONDS", "1")
+    monkeypatch.setenv(names[0], "2")
+    monkeypatch.setenv(names[1], "1")
     hvd.init()
     try:
         if r == 0:
@@ -276,6 +279,72 @@ def test_name_pending_on_one_rank_fails_after_stall_timeout(monkeypatch):
         hvd.shutdown()
         monkeypatch.undo()
         hvd.init()
+
+
+def _reinit(monkeypatch, **env):
+    """Restarts the engine with `env` set (undone, and the engine restarted, by the caller)."""
+    hvd.shutdown()
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    hvd.init()
+
+
+def _fused_tensors(names):
+    """Reduces one small tensor per name, submitted together; the tensors the engine fused."""
+    before = hvd.basics._engine().stats()["fused_tensors"]
+    handles = [hvd.allreduce_async(torch.ones(100), name=name) for name in names]
+    for handle in handles:
+        assert hvd.synchronize(handle).tolist() == [1.0] * 100
+    return hvd.basics._engine().stats()["fused_tensors"] - before
+
+
+def test_horovod_settings_are_honoured(monkeypatch):
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "hvd_trace.json")
+        try:
+            _reinit(monkeypatch, HOROVOD_FUSION_THRESHOLD="0", HOROVOD_TIMELINE=path)
+            assert _fused_tensors(["hvd.env.%d" % i for i in range(6)]) == 0
+            hvd.shutdown()  # the timeline is complete
+            with open(path if r == 0 else path + ".rank%d" % r) as f:
+                assert any(e.get("name") == "ALLREDUCE" for e in json.load(f))
+            # The settings went with the Horovod variables: the default fuses again.
+            monkeypatch.undo()
+            hvd.init()
+            assert "KOLO_FUSION_THRESHOLD" not in os.environ
+            assert _fused_tensors(["hvd.env.fused.%d" % i for i in range(6)]) > 0
+        finally:
+            hvd.shutdown()
+            monkeypatch.undo()
+            hvd.init()
+
+
+def test_horovod_settings_kolo_wins_and_unknown_ones_are_named(monkeypatch):
+    try:
+        with pytest.warns(UserWarning) as caught:
+            _reinit(monkeypatch, HOROVOD_FUSION_THRESHOLD="0", KOLO_FUSION_THRESHOLD="1048576",
+                    HOROVOD_AUTOTUNE="1")
+        text = " | ".join(str(w.message) for w in caught)
+        assert "HOROVOD_FUSION_THRESHOLD='0' is ignored: KOLO_FUSION_THRESHOLD" in text, text
+        assert "ignores these Horovod settings: HOROVOD_AUTOTUNE" in text, text
+        assert _fused_tensors(["hvd.wins.%d" % i for i in range(6)]) > 0
+    finally:
+        hvd.shutdown()
+        monkeypatch.undo()
+        hvd.init()
+
+
+@pytest.mark.parametrize("name,value", [("HOROVOD_FUSION_THRESHOLD", "64MB"),
+                                        ("HOROVOD_CYCLE_TIME", "-1"),
+                                        ("HOROVOD_LOG_LEVEL", "loud")])
+def test_bad_horovod_setting_is_named(monkeypatch, name, value):
+    try:
+        with pytest.raises(kolo.InvalidArgumentError, match=name):
+            _reinit(monkeypatch, **{name: value})
+        assert not hvd.is_initialized()
+    finally:
+        monkeypatch.undo()
+        hvd.init()
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == n
 
 
 LOST_RANK_SCRIPT = """

@@ -7,6 +7,8 @@ shutdown() stops the engine only, so init() may follow shutdown() as in Horovod.
 import atexit
 
 from kolo import _core
+from kolo.errors import InvalidArgumentError
+from kolo.torch import horovod_env
 
 
 class _State:
@@ -49,11 +51,19 @@ def _resolve_comm(comm):
 def init(comm=None, process_sets=None):
     """Starts kolo's engine (collective). `comm`: None (every rank of the job), a list of job
     ranks, or a kolo.Communicator. `process_sets`: ProcessSet objects to register now, or
-    "dynamic" (kolo always allows add_process_set later)."""
+    "dynamic" (kolo always allows add_process_set later). Horovod's HOROVOD_* settings are
+    honoured where kolo has an equivalent (kolo/torch/horovod_env.py)."""
     if _state.engine is not None:
         return
-    _state.comm = _resolve_comm(comm)
-    _state.engine = _core.Engine(_state.comm)
+    horovod_env.apply()
+    try:
+        _state.comm = _resolve_comm(comm)
+        _state.engine = _core.Engine(_state.comm)
+    except InvalidArgumentError as error:
+        explained = horovod_env.explain(error)
+        if explained is error:
+            raise
+        raise explained from error
     from kolo.torch import ops, process_sets as sets
     ops._reset()
     sets._setup(_state.comm.size, process_sets)
