@@ -352,6 +352,76 @@ def test_ddp_features_match_gloo(train, gloo):
         assert torch.allclose(got, ref, rtol=0, atol=1e-12), (got - ref).abs().max()
 
 
+def test_send_and_recv():
+    nxt, prv = (r + 1) % n, (r - 1) % n
+    # A ring exchange posted in either order: channels do not wait for each other.
+    got = torch.empty(1000)
+    mine = torch.full((1000,), float(r))
+    works = [dist.irecv(got, prv), dist.isend(mine, nxt)]
+    for w in (works if r % 2 else works[::-1]):
+        w.wait()
+    assert torch.equal(got, torch.full((1000,), float(prv)))
+    assert works[0]._source_rank() == prv
+    ops = [dist.P2POp(dist.isend, torch.full((5,), r + 0.5), nxt),
+           dist.P2POp(dist.irecv, got[:5], prv)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    assert torch.equal(got[:5], torch.full((5,), prv + 0.5))
+    if r == 0:
+        # Messages on one pair and tag arrive in order; tags are matched apart.
+        dist.send(torch.tensor([1, 2, 3]), 1)
+        dist.send(torch.tensor([4, 5, 6]), 1)
+        late = dist.isend(torch.ones(2), 1, tag=1)
+        early = dist.isend(torch.full((2,), 2.0), 1, tag=2)
+        late.wait()
+        early.wait()
+        dist.send(torch.arange(16, dtype=torch.bfloat16).reshape(4, 4), 1)
+        dist.send(torch.tensor([True, False, True]), 1)
+    elif r == 1:
+        x = torch.empty(3, dtype=torch.int64)
+        assert dist.recv(x, 0) == 0 and x.tolist() == [1, 2, 3]
+        dist.recv(x, 0)
+        assert x.tolist() == [4, 5, 6]
+        second, first = torch.empty(2), torch.empty(2)
+        dist.recv(second, 0, tag=2)
+        dist.recv(first, 0, tag=1)
+        assert first.tolist() == [1.0, 1.0] and second.tolist() == [2.0, 2.0]
+        transposed = torch.zeros(4, 4, dtype=torch.bfloat16).t()  # not contiguous
+        dist.recv(transposed, 0)
+        assert torch.equal(transposed, torch.arange(16, dtype=torch.bfloat16).reshape(4, 4))
+        flags = torch.zeros(3, dtype=torch.bool)
+        dist.recv(flags, 0)
+        assert flags.tolist() == [True, False, True]
+    dist.barrier()
+
+
+def test_send_and_recv_errors():
+    with pytest.raises(ValueError, match="is this rank"):
+        dist.send(torch.ones(1), r)
+    with pytest.raises(ValueError, match="is not in the group"):
+        dist.send(torch.ones(1), n)
+    with pytest.raises(ValueError, match="receives from a named rank only"):
+        dist.recv(torch.ones(1))
+    group = dist.new_group(backend="kolo", timeout=datetime.timedelta(seconds=2))
+    if r == 0:
+        # Sizes that differ: the receiver fails; over message transports the sender may have
+        # finished (it fails at its next message on that channel).
+        try:
+            dist.send(torch.ones(8), 1, group=group, tag=7)
+        except kolo.MismatchError as e:
+            assert "send to rank 1 (tag 7): the send and the recv differ in size" in str(e), e
+        # A send nobody receives fails after the group's timeout, naming what is missing.
+        with pytest.raises(kolo.TimeoutError, match="send to rank 1 .tag 8.: the peer posted no "
+                                                    "matching recv"):
+            dist.send(torch.ones(2), 1, group=group, tag=8)
+    elif r == 1:
+        with pytest.raises(kolo.MismatchError, match="recv from rank 0 .tag 7.: the send and the "
+                                                     "recv differ in size"):
+            dist.recv(torch.ones(4), 0, group=group, tag=7)
+    dist.barrier()
+    dist.destroy_process_group(group)
+
+
 def test_bad_arguments_fail_at_once():
     x = torch.ones(3)
     with pytest.raises(kolo.InvalidArgumentError, match="does not reduce with op"):

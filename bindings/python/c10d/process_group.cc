@@ -58,6 +58,8 @@ ProcessGroupKolo::ProcessGroupKolo(const c10::intrusive_ptr<::c10d::Store>& stor
   comm_ = Communicator::create(std::make_shared<C10dStore>(store), rank, size, options);
   // The worker thread waits while DDP's backward computes on the same cores: no busy polling.
   comm_->set_busy_polling(false);
+  options.transport = comm_->transport();
+  p2p_ = std::make_unique<P2p>(store, rank, size, options);
   init();
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "bindings/python/c10d/p2p.h"
 #include "bindings/python/c10d/work.h"
 #include "comm/communicator.h"
 
@@ -68,6 +69,14 @@ class ProcessGroupKolo : public ::c10d::ProcessGroup {
   c10::intrusive_ptr<::c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                            std::vector<std::vector<at::Tensor>>& inputs,
                                            const ::c10d::ScatterOptions& opts) override;
+  // Point to point (p2p.h): each (sender, receiver, tag) has a channel of its own; a recv
+  // needs its source (recvAnysource is refused).
+  c10::intrusive_ptr<::c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
+                                        int tag) override;
+  c10::intrusive_ptr<::c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                        int tag) override;
+  c10::intrusive_ptr<::c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                                 int tag) override;
 
  private:
   // Queues `run` on the worker; the Work returned completes when it has run.
@@ -78,7 +87,8 @@ class ProcessGroupKolo : public ::c10d::ProcessGroup {
 
   std::shared_ptr<Communicator> comm_;  // used by the worker thread only, after construction
   std::chrono::milliseconds timeout_;
-  WorkQueue queue_;  // last: its thread stops before the communicator goes
+  std::unique_ptr<P2p> p2p_;  // send and recv: channels with communicators of their own
+  WorkQueue queue_;           // last: its thread stops before the communicator goes
 };
 
 }  // namespace kolo::c10d_backend

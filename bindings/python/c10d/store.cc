@@ -1,7 +1,9 @@
 // C10dStore: kolo's store calls (set, get with a deadline, add) on a c10d::Store.
 #include "bindings/python/c10d/store.h"
 
+#include <algorithm>
 #include <exception>
+#include <thread>
 
 #include "comm/base/error.h"
 
@@ -29,16 +31,17 @@ void C10dStore::set(const std::string& key, const std::string& value) {
 }
 
 std::string C10dStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+  // Polled with check() rather than a blocking wait: torch's TCPStore client holds one lock
+  // through a wait, and a group's send/recv channels make their communicators on it from
+  // threads of their own, each waiting for keys that a peer sets only after its own wait.
   const auto start = std::chrono::steady_clock::now();
-  try {
-    store_->wait({key}, timeout);
-  } catch (const std::exception& e) {
-    // c10d stores say "timeout" in several ways; the clock tells a timeout from a lost store.
+  auto pause = std::chrono::microseconds(200);
+  while (!translated("wait", key, [&] { return store_->check({key}); })) {
     if (std::chrono::steady_clock::now() - start >= timeout)
       KOLO_THROW(ErrorCode::kTimeout, "no rank set '", key,
-                 "' in the torch.distributed store within ", timeout.count(), " ms: ", e.what());
-    KOLO_THROW(ErrorCode::kPeerLost, "the torch.distributed store failed in a wait for '", key,
-               "' (the rank hosting it may be gone): ", e.what());
+                 "' in the torch.distributed store within ", timeout.count(), " ms");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
   }
   std::vector<uint8_t> value = translated("get", key, [&] { return store_->get(key); });
   return std::string(value.begin(), value.end());

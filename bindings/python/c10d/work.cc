@@ -35,6 +35,10 @@ bool Work::wait(std::chrono::milliseconds timeout) {
   return ::c10d::Work::wait(timeout);
 }
 
+int Work::sourceRank() const {
+  return source_rank_ >= 0 ? source_rank_ : ::c10d::Work::sourceRank();
+}
+
 thread_local WorkQueue::State* WorkQueue::worker_of_ = nullptr;
 
 WorkQueue::WorkQueue() : thread_([state = state_] { loop(state); }) {}

@@ -38,6 +38,9 @@ class Work : public ::c10d::Work {
   // first run that group's queue until this Work is done.
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   bool wait(std::chrono::milliseconds timeout) override;
+  // A recv's sender (torch's irecv work.source_rank()); other ops throw as ::c10d::Work does.
+  int sourceRank() const override;
+  void set_source_rank(int rank) { source_rank_ = rank; }
 
   // Called once, by the worker: completes the Work and its future, failed when `error` is set.
   void complete(std::exception_ptr error);
@@ -47,6 +50,7 @@ class Work : public ::c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   const void* queue_ = nullptr;  // the WorkQueue state it was submitted to
+  int source_rank_ = -1;         // set for a recv
 };
 
 // One thread running queued collectives in submission order. Every rank submits the same

@@ -1,0 +1,137 @@
+// P2p: torch's send and recv over per-(sender, receiver, tag) channels of two ranks.
+#include "bindings/python/c10d/p2p.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include <string>
+
+#include "bindings/python/c10d/process_group.h"
+#include "bindings/python/c10d/store.h"
+#include "bindings/python/c10d/tensors.h"
+#include "comm/base/error.h"
+
+namespace kolo::c10d_backend {
+
+// A channel's Communicator is made by its first message, on its worker: both ends get there
+// when each posts its first message, and neither the caller nor other channels wait for it.
+struct P2p::Channel {
+  Channel(c10::intrusive_ptr<::c10d::Store> store, int rank, CommunicatorOptions options,
+          std::string name)
+      : store(std::move(store)), rank(rank), options(options), name(std::move(name)) {}
+
+  // On the worker: the Communicator, made now if this is the first message. A channel that
+  // could not be made fails every later message with the same error.
+  Communicator& communicator() {
+    if (failed) std::rethrow_exception(failed);
+    if (!comm) {
+      try {
+        comm = Communicator::create(std::make_shared<C10dStore>(store), rank, 2, options);
+        comm->set_busy_polling(false);
+      } catch (const Error& e) {
+        std::string why = name + ": ";
+        if (e.code() == ErrorCode::kTimeout)
+          why += std::string("the peer posted no matching ") + (rank == 0 ? "recv" : "send") +
+                 " within the group's timeout (" + std::to_string(options.timeout->count()) +
+                 " ms): ";
+        failed = std::make_exception_ptr(Error(e.code(), why + e.message()));
+        std::rethrow_exception(failed);
+      }
+    }
+    return *comm;
+  }
+
+  // Runs one message on the worker: a broadcast from the sender. kolo's errors say which
+  // message (in them, rank 0 is the sender and rank 1 the receiver).
+  void transfer(const Buffer& b) {
+    Communicator& c = communicator();
+    try {
+      // As bytes: torch's send and recv match sizes, not dtypes.
+      c.broadcast(b.data(), b.count * dtype_size(b.dtype), DType::kUInt8, 0);
+    } catch (const Error& e) {
+      std::string why = name + ": ";
+      if (e.code() == ErrorCode::kMismatch) why += "the send and the recv differ in size: ";
+      throw Error(e.code(), why + e.message());
+    }
+  }
+
+  c10::intrusive_ptr<::c10d::Store> store;  // the group's, prefixed for this channel
+  int rank;                                 // 0: this rank sends on it, 1: it receives
+  CommunicatorOptions options;
+  std::string name;  // "send to rank 2 (tag 0)" or "recv from rank 0 (tag 0)"
+  std::shared_ptr<Communicator> comm;
+  std::exception_ptr failed;
+  WorkQueue queue;  // last: its thread stops before the rest goes
+};
+
+P2p::P2p(c10::intrusive_ptr<::c10d::Store> store, int rank, int size, CommunicatorOptions options)
+    : store_(std::move(store)), rank_(rank), size_(size), options_(options) {
+  // MPI makes communicators by collective calls without a deadline; channels come and go
+  // between two ranks at a time, so they use tcp where the group runs over MPI.
+  if (options_.transport == TransportKind::kMpi) options_.transport = TransportKind::kTcp;
+}
+
+P2p::~P2p() = default;
+
+void P2p::check_peer(int peer, const char* op, const char* role) const {
+  KOLO_CHECK_ARG(peer >= 0 && peer < size_, op, ": ", role, " rank ", peer,
+                 " is not in the group (ranks 0 to ", size_ - 1, ")");
+  KOLO_CHECK_ARG(peer != rank_, op, ": ", role, " rank ", peer,
+                 " is this rank; kolo's process group does not send to itself");
+}
+
+P2p::Channel& P2p::channel(int src, int dst, int tag) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& slot = channels_[{src, dst, tag}];
+  if (!slot) {
+    const std::string key = "kolo.p2p/" + std::to_string(src) + "/" + std::to_string(dst) + "/" +
+                            std::to_string(tag) + "/";
+    const std::string name = src == rank_ ? "send to rank " + std::to_string(dst)
+                                          : "recv from rank " + std::to_string(src);
+    slot = std::make_unique<Channel>(c10::make_intrusive<::c10d::PrefixStore>(key, store_),
+                                     src == rank_ ? 0 : 1, options_,
+                                     name + " (tag " + std::to_string(tag) + ")");
+  }
+  return *slot;
+}
+
+c10::intrusive_ptr<Work> P2p::send(const at::Tensor& tensor, int dst, int tag) {
+  check_peer(dst, "send", "destination");
+  Buffer b = moved(tensor, "send: tensor");
+  Channel& c = channel(rank_, dst, tag);
+  auto work =
+      c10::make_intrusive<Work>(rank_, ::c10d::OpType::SEND, std::vector<at::Tensor>{tensor});
+  c.queue.submit(work, [&c, b] { c.transfer(b); });
+  return work;
+}
+
+c10::intrusive_ptr<Work> P2p::recv(const at::Tensor& tensor, int src, int tag) {
+  check_peer(src, "recv", "source");
+  Buffer b = moved(tensor, "recv: tensor");
+  Channel& c = channel(src, rank_, tag);
+  auto work =
+      c10::make_intrusive<Work>(rank_, ::c10d::OpType::RECV, std::vector<at::Tensor>{tensor});
+  work->set_source_rank(src);
+  c.queue.submit(work, [&c, b, tensor] {
+    c.transfer(b);
+    copy_back(b, tensor);
+  });
+  return work;
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::send(std::vector<at::Tensor>& tensors,
+                                                        int dstRank, int tag) {
+  return p2p_->send(single(tensors, "send"), dstRank, tag);
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::recv(std::vector<at::Tensor>& tensors,
+                                                        int srcRank, int tag) {
+  return p2p_->recv(single(tensors, "recv"), srcRank, tag);
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::recvAnysource(std::vector<at::Tensor>&, int) {
+  KOLO_THROW(ErrorCode::kInvalidArgument,
+             "recv without a source rank: kolo's process group receives from a named rank only "
+             "(pass src=)");
+}
+
+}  // namespace kolo::c10d_backend
