@@ -44,6 +44,9 @@ std::optional<MPI_Op> mpi_op(ReduceOp op) {
     case ReduceOp::kProduct: return MPI_PROD;
     case ReduceOp::kMin: return MPI_MIN;
     case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kBand: return MPI_BAND;
+    case ReduceOp::kBor: return MPI_BOR;
+    case ReduceOp::kBxor: return MPI_BXOR;
     case ReduceOp::kAverage: return std::nullopt;
   }
   return std::nullopt;

@@ -64,6 +64,11 @@ void visit_dtype(DType dtype, F&& f) {
   }
 }
 
+// The pattern's values are small whole numbers: exact as int64 for the bitwise ops.
+int64_t as_bits(double v) {
+  return static_cast<int64_t>(v);
+}
+
 bool is_integer(DType dtype) {
   return dtype == DType::kInt32 || dtype == DType::kInt64 || dtype == DType::kUInt8 ||
          dtype == DType::kInt8 || dtype == DType::kInt16;
@@ -101,6 +106,9 @@ class Pattern {
         case ReduceOp::kProduct: acc *= v; break;
         case ReduceOp::kMin: acc = std::min(acc, v); break;
         case ReduceOp::kMax: acc = std::max(acc, v); break;
+        case ReduceOp::kBand: acc = static_cast<double>(as_bits(acc) & as_bits(v)); break;
+        case ReduceOp::kBor: acc = static_cast<double>(as_bits(acc) | as_bits(v)); break;
+        case ReduceOp::kBxor: acc = static_cast<double>(as_bits(acc) ^ as_bits(v)); break;
       }
     }
     if (c_.op != ReduceOp::kAverage) return acc;

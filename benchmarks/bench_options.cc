@@ -73,7 +73,7 @@ void add_flags(CLI::App& app, RawFlags& raw) {
   flag("-c,--check", raw.check, "0|1", "1: check results and count #wrong");
   flag("-d,--datatype", raw.dtype, "DTYPE",
        "float32 float64 float16 bfloat16 int32 int64 uint8 int8 int16");
-  flag("-o,--op", raw.op, "OP", "sum avg min max prod");
+  flag("-o,--op", raw.op, "OP", "sum avg min max prod band bor bxor (the last three: integers)");
   flag("--coll", raw.coll, "COLL", "allreduce reduce_scatter allgather broadcast alltoall");
   flag("--algo", raw.algo, "ALGO", "auto ring tree halving_doubling (and kolo's others)");
   flag("--transport", raw.transport, "KIND", "auto shm tcp mpi");
@@ -104,6 +104,10 @@ Options convert(const RawFlags& raw) {
   o.check = parse_int(raw.check, "-c/--check", 0, 1) == 1;
   o.dtype = parse_kolo(parse_dtype, raw.dtype, "-d/--datatype");
   o.op = parse_kolo(parse_op, raw.op, "-o/--op");
+  if (!op_takes(o.op, o.dtype))
+    bad_flag("-o/--op", raw.op,
+             std::string("an op that ") + dtype_name(o.dtype) +
+                 " takes (band, bor and bxor need an integer -d/--datatype)");
   o.algorithm = parse_kolo(parse_algorithm, raw.algo, "--algo");
   o.transport = parse_kolo(parse_transport, raw.transport, "--transport");
   auto coll = parse_collective(raw.coll);

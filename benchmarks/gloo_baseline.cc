@@ -115,7 +115,8 @@ class GlooBaseline : public Runner {
     if (c.in_place) return "not measured in place";
     if (!reduces(c.coll)) return "";
     if (c.dtype == DType::kBFloat16) return "Gloo has no bfloat16 type";
-    if (c.op == ReduceOp::kAverage) return "Gloo has no avg op";
+    if (c.op == ReduceOp::kAverage || is_bitwise(c.op))
+      return std::string("Gloo has no ") + op_name(c.op) + " op";
     if (c.coll == Collective::kReduceScatter && c.count > INT_MAX) return "count exceeds int";
     return "";
   }

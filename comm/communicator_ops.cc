@@ -26,11 +26,6 @@ void check_dtype(DType dtype, const char* collective) {
                  static_cast<int>(dtype), " is not a kolo dtype (0-", kNumDTypes - 1, ")");
 }
 
-void check_op(ReduceOp op, const char* collective) {
-  KOLO_CHECK_ARG(static_cast<int>(op) < kNumReduceOps, collective, ": reduce op ",
-                 static_cast<int>(op), " is not a kolo reduce op (0-", kNumReduceOps - 1, ")");
-}
-
 // A buffer of `count` elements: a known dtype, no byte-size overflow, not null unless empty.
 void check_buffer(const void* ptr, size_t count, DType dtype, const char* collective,
                   const char* which) {
@@ -159,7 +154,7 @@ Algorithm Communicator::begin(Collective collective, size_t bytes, const Collect
 
 void Communicator::allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                              const CollectiveOptions& options) {
-  check_op(op, "allreduce");
+  check_op_and_dtype(op, dtype, "allreduce");
   check_buffer(send, count, dtype, "allreduce", "send");
   check_buffer(recv, count, dtype, "allreduce", "receive");
   const size_t bytes = count * dtype_size(dtype);
@@ -188,7 +183,7 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DType d
 
 void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
                                   ReduceOp op, const CollectiveOptions& options) {
-  check_op(op, "reduce_scatter");
+  check_op_and_dtype(op, dtype, "reduce_scatter");
   check_buffer(recv, recv_count, dtype, "reduce_scatter", "receive");
   check_buffer(send,
                checked_total(std::vector<size_t>(static_cast<size_t>(size_), recv_count), dtype,

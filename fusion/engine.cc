@@ -97,6 +97,8 @@ void check_device(const Request& r, const Memory& input, const Memory& output,
   KOLO_CHECK_ARG(output.data == nullptr || input.device == output.device, "tensor '", r.name,
                  "': input on device ", input.device, ", output on device ", output.device,
                  "; both must be on the same device");
+  KOLO_CHECK_ARG(!is_bitwise(r.op), "tensor '", r.name, "' (device): reduce op ", op_name(r.op),
+                 " has no NCCL equivalent; reduce it from host memory");
   // The conversions the device pack and unpack will make (an average scales by 1/n).
   const DType wire = wire_dtype(r.dtype, r.compression);
   const double post = r.postscale * (r.op == ReduceOp::kAverage ? 0.5 : 1.0);
@@ -121,6 +123,14 @@ void check_submission(const Request& r, const Memory& input, const Memory& outpu
                  ": compression ", static_cast<int>(r.compression), " is not none, fp16 or bf16");
   KOLO_CHECK_ARG(std::isfinite(r.prescale) && std::isfinite(r.postscale), what,
                  ": prescale and postscale must be finite (", r.prescale, ", ", r.postscale, ")");
+  if (is_bitwise(r.op)) {  // bits are combined as they are: nothing to scale or compress
+    KOLO_CHECK_ARG(op_takes(r.op, r.dtype), what, ": reduce op ", op_name(r.op),
+                   " works on the bits of integers, not on ", dtype_name(r.dtype), " elements");
+    KOLO_CHECK_ARG(r.prescale == 1.0 && r.postscale == 1.0 && r.compression == Compression::kNone,
+                   what, ": reduce op ", op_name(r.op),
+                   " takes no prescale, postscale or compression (got ", r.prescale, ", ",
+                   r.postscale, ", compression ", static_cast<int>(r.compression), ")");
+  }
   // At most 2^60 bytes even as fp32 staging (prescale and compression convert to fp32).
   const size_t limit = (size_t{1} << 60) / std::max<size_t>(dtype_size(r.dtype), 4);
   size_t count = 1;

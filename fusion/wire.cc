@@ -99,7 +99,7 @@ Request read_request(Reader& rd) {
   r.type = rd.choice(OpType::kJoin);
   r.dtype = rd.choice(kLastDType);
   r.shape = rd.ints();
-  r.op = rd.choice(ReduceOp::kProduct);
+  r.op = rd.choice(ReduceOp::kBxor);
   r.prescale = rd.pod<double>();
   r.postscale = rd.pod<double>();
   r.compression = rd.choice(Compression::kBf16);

@@ -51,7 +51,17 @@ typedef enum KOLO_ENUM_BASE {
   KOLO_INT16
 } kolo_dtype;
 
-typedef enum KOLO_ENUM_BASE { KOLO_SUM, KOLO_AVERAGE, KOLO_MIN, KOLO_MAX, KOLO_PRODUCT } kolo_op;
+/* KOLO_BAND, KOLO_BOR, KOLO_BXOR (and, or, xor of the bits) take the integer dtypes only. */
+typedef enum KOLO_ENUM_BASE {
+  KOLO_SUM,
+  KOLO_AVERAGE,
+  KOLO_MIN,
+  KOLO_MAX,
+  KOLO_PRODUCT,
+  KOLO_BAND, /* added after KOLO_PRODUCT: the values above keep their numbers */
+  KOLO_BOR,
+  KOLO_BXOR
+} kolo_op;
 
 typedef enum KOLO_ENUM_BASE {
   KOLO_COMPRESSION_NONE,

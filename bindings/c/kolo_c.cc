@@ -70,7 +70,7 @@ std::shared_ptr<kolo::engine::Engine> engine() {
 
 kolo::ReduceOp op_of(int op) {
   if (op < 0 || op >= kolo::kNumReduceOps)
-    invalid("reduce op " + std::to_string(op) + " is not a kolo_op (KOLO_SUM .. KOLO_PRODUCT)");
+    invalid("reduce op " + std::to_string(op) + " is not a kolo_op (KOLO_SUM .. KOLO_BXOR)");
   return static_cast<kolo::ReduceOp>(op);
 }
 

@@ -28,6 +28,11 @@ ncclRedOp_t nccl_op(ReduceOp op) {
     case ReduceOp::kMin: return ncclMin;
     case ReduceOp::kMax: return ncclMax;
     case ReduceOp::kProduct: return ncclProd;
+    case ReduceOp::kBand:
+    case ReduceOp::kBor:
+    case ReduceOp::kBxor:
+      KOLO_THROW(ErrorCode::kInvalidArgument, "nccl: reduction op ", op_name(op),
+                 " is not one NCCL has (sum, avg, min, max, prod): reduce on the CPU");
   }
   KOLO_THROW(ErrorCode::kInvalidArgument, "nccl: reduction op ", static_cast<int>(op),
              " is not one of kolo's");

@@ -10,7 +10,7 @@
 namespace kolo::reduce::avx2 {
 namespace {
 
-enum class Kind { kSum, kMin, kMax, kProduct };
+enum class Kind { kSum, kMin, kMax, kProduct, kBand, kBor, kBxor };
 
 // Each dtype is a "lane" type: Elem is what memory holds, Vec what the op computes on, kWidth
 // how many elements one Vec covers, load/store convert between them, and sum/min/max/product
@@ -147,6 +147,14 @@ struct Int64 : IntegerMoves {
   }
 };
 
+// The bitwise ops see bytes whatever the integer dtype: and, or and xor of bits.
+struct Bits : IntegerMoves {
+  using Elem = uint8_t;
+  static constexpr size_t kWidth = 32;
+  static Vec band(Vec a, Vec b) { return _mm256_and_si256(a, b); }
+  static Vec bor(Vec a, Vec b) { return _mm256_or_si256(a, b); }
+  static Vec bxor(Vec a, Vec b) { return _mm256_xor_si256(a, b); }
+};
 struct UInt8 : IntegerMoves {
   using Elem = uint8_t;
   static constexpr size_t kWidth = 32;

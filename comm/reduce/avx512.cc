@@ -21,7 +21,7 @@
 namespace kolo::reduce::avx512 {
 namespace {
 
-enum class Kind { kSum, kMin, kMax, kProduct };
+enum class Kind { kSum, kMin, kMax, kProduct, kBand, kBor, kBxor };
 
 // Lane types as in avx2.cc: Elem in memory, Vec computed on, kWidth elements per Vec. min/max
 // are minps/maxps(a, b), i.e. scalar.cc's `a < b ? a : b` / `a > b ? a : b`, NaN included.
@@ -147,6 +147,14 @@ struct Int64 : IntegerMoves {
   static Vec product(Vec a, Vec b) { return _mm512_mullo_epi64(a, b); }  // AVX512DQ
 };
 
+// The bitwise ops see bytes whatever the integer dtype: and, or and xor of bits.
+struct Bits : IntegerMoves {
+  using Elem = uint8_t;
+  static constexpr size_t kWidth = 64;
+  static Vec band(Vec a, Vec b) { return _mm512_and_si512(a, b); }
+  static Vec bor(Vec a, Vec b) { return _mm512_or_si512(a, b); }
+  static Vec bxor(Vec a, Vec b) { return _mm512_xor_si512(a, b); }
+};
 struct UInt8 : IntegerMoves {
   using Elem = uint8_t;
   static constexpr size_t kWidth = 64;

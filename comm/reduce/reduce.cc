@@ -81,11 +81,6 @@ void check_hardware_has(Isa isa) {
                  " is not supported by this CPU; supported: ", supported_names());
 }
 
-void check_dtype_and_op(DType dtype, ReduceOp op) {
-  KOLO_CHECK_ARG(static_cast<int>(dtype) < kNumDTypes, "unknown dtype ", static_cast<int>(dtype));
-  KOLO_CHECK_ARG(static_cast<int>(op) < kNumReduceOps, "unknown reduce op ", static_cast<int>(op));
-}
-
 // The kernels read a[i] and b[i] before writing dst[i], so dst == a or dst == b is fine, but a
 // partial overlap would read elements already overwritten: reject it rather than return
 // silently wrong sums.
@@ -100,7 +95,7 @@ void check_no_partial_overlap(const void* dst, const void* src, size_t bytes) {
 // Argument checks shared by combine() and combine_with(); false when there is nothing to do.
 bool check_combine(void* dst, const void* a, const void* b, size_t count, DType dtype,
                    ReduceOp op) {
-  check_dtype_and_op(dtype, op);
+  check_op_and_dtype(op, dtype, "combine");
   if (count == 0) return false;  // null pointers are fine then
   KOLO_CHECK_ARG(dst != nullptr && a != nullptr && b != nullptr, "combine: null buffer with count ",
                  count);

@@ -85,6 +85,29 @@ struct Max {
   }
 };
 
+// The bitwise ops, on integers only: check_op_and_dtype refuses the others before any kernel
+// runs, and apply_op does not instantiate these for floating codecs.
+struct BitAnd {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a & b);
+  }
+};
+
+struct BitOr {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a | b);
+  }
+};
+
+struct BitXor {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return static_cast<T>(a ^ b);
+  }
+};
+
 template <typename Codec, typename Op>
 void apply(void* dst, const void* a, const void* b, size_t count) {
   using Stored = typename Codec::Stored;
@@ -106,6 +129,16 @@ void apply_op(void* dst, const void* a, const void* b, size_t count, ReduceOp op
     case ReduceOp::kMin: return apply<Codec, Min>(dst, a, b, count);
     case ReduceOp::kMax: return apply<Codec, Max>(dst, a, b, count);
     case ReduceOp::kProduct: return apply<Codec, Product>(dst, a, b, count);
+    case ReduceOp::kBand:
+    case ReduceOp::kBor:
+    case ReduceOp::kBxor:
+      if constexpr (std::is_integral_v<typename Codec::Value>) {
+        if (op == ReduceOp::kBand) return apply<Codec, BitAnd>(dst, a, b, count);
+        if (op == ReduceOp::kBor) return apply<Codec, BitOr>(dst, a, b, count);
+        return apply<Codec, BitXor>(dst, a, b, count);
+      }
+      KOLO_THROW(ErrorCode::kInvalidArgument, "reduce op ", op_name(op),
+                 " takes integer dtypes only");
   }
   KOLO_THROW(ErrorCode::kInvalidArgument, "unknown reduce op ", static_cast<int>(op));
 }

@@ -43,6 +43,11 @@ int main(void) {
                  "not a kolo_op");
   expect_invalid(kolo_comm_allreduce(data, data, 8, KOLO_FLOAT32, (kolo_op)99),
                  "direct allreduce with op 99", "not a kolo_op");
+  o.op = KOLO_BXOR;
+  expect_invalid(kolo_allreduce_async("xor", data, data, 8, KOLO_FLOAT32, &o, &h), "bxor of floats",
+                 "bits of integers");
+  expect_invalid(kolo_comm_allreduce(data, data, 8, KOLO_FLOAT32, KOLO_BAND),
+                 "direct band of floats", "bits of integers");
   o = kolo_default_options();
   o.root = 7;
   expect_invalid(kolo_broadcast_async("root", data, 8, KOLO_FLOAT32, &o, &h), "root 7",
@@ -80,6 +85,22 @@ int main(void) {
   if (rank != 0) kolo_allreduce_async("late", late, late, 4, KOLO_FLOAT32, NULL, &pending);
   if (kolo_wait(pending, 60) != KOLO_OK || late[3] != 4.0f * (float)kolo_size()) failures++;
   kolo_handle_free(pending);
+
+  /* The bitwise ops on integers, through the engine and directly. */
+  int32_t flags[2] = {1 << rank, ~(1 << rank)};
+  kolo_options bor = kolo_default_options();
+  bor.op = KOLO_BOR;
+  kolo_handle* bits = NULL;
+  const int32_t all = (1 << kolo_size()) - 1;
+  int bits_ok = kolo_allreduce_async("flags", flags, flags, 2, KOLO_INT32, &bor, &bits) ==
+                    KOLO_OK &&
+                kolo_wait(bits, 60) == KOLO_OK && flags[0] == all && flags[1] == -1;
+  kolo_handle_free(bits);
+  int64_t mask[1] = {~(int64_t)(1 << rank)};
+  bits_ok = bits_ok && kolo_comm_allreduce(mask, mask, 1, KOLO_INT64, KOLO_BAND) == KOLO_OK &&
+            mask[0] == ~(int64_t)all;
+  if (!bits_ok) failures++;
+  printf("bad_args: %s band and bor of integers\n", bits_ok ? "PASS" : "FAIL");
 
   /* The engine still works. */
   float x[3] = {1.0f + (float)rank, 2, 3};

@@ -20,8 +20,11 @@ struct SweepConfig {
   std::vector<DType> dtypes{DType::kFloat32,  DType::kFloat64, DType::kFloat16,
                             DType::kBFloat16, DType::kInt32,   DType::kInt64,
                             DType::kUInt8,    DType::kInt8,    DType::kInt16};
-  std::vector<ReduceOp> ops{ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
-                            ReduceOp::kProduct};
+  // The bitwise ops run with the integer dtypes, at every size with int32 and up to 1000
+  // elements with the others.
+  std::vector<ReduceOp> ops{ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
+                            ReduceOp::kMax, ReduceOp::kProduct, ReduceOp::kBand,
+                            ReduceOp::kBor, ReduceOp::kBxor};
   std::vector<std::string> collectives{"allreduce",  "reduce_scatter", "allgather",
                                        "allgatherv", "broadcast",      "alltoall",
                                        "alltoallv",  "barrier",        "random_sum"};

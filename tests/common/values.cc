@@ -33,6 +33,10 @@ double expected_value(DType dtype, ReduceOp op, int size, size_t i) {
       case ReduceOp::kMin: acc = std::min(acc, v); break;
       case ReduceOp::kMax: acc = std::max(acc, v); break;
       case ReduceOp::kProduct: acc *= v; break;
+      // Small whole numbers: exact as int64, whose two's complement the narrow types share.
+      case ReduceOp::kBand: acc = static_cast<double>(int64_t(acc) & int64_t(v)); break;
+      case ReduceOp::kBor: acc = static_cast<double>(int64_t(acc) | int64_t(v)); break;
+      case ReduceOp::kBxor: acc = static_cast<double>(int64_t(acc) ^ int64_t(v)); break;
     }
   }
   if (op != ReduceOp::kAverage) return acc;

@@ -4,7 +4,9 @@ and tensor forms, asynchronous Work and futures, DistributedDataParallel against
 the whole batch, and the errors (bad arguments, ranks that disagree, a rank that does not come,
 a lost rank) raised instead of hanging. Runs under kolorun at 2 and 3 ranks (conftest.py)."""
 import datetime
+import functools
 import importlib.util
+import operator
 import os
 import re
 import threading
@@ -352,6 +354,31 @@ def test_ddp_features_match_gloo(train, gloo):
         assert torch.allclose(got, ref, rtol=0, atol=1e-12), (got - ref).abs().max()
 
 
+BITWISE = {dist.ReduceOp.BAND: operator.and_, dist.ReduceOp.BOR: operator.or_,
+           dist.ReduceOp.BXOR: operator.xor}
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8, torch.int8,
+                                   torch.int16, torch.bool])
+@pytest.mark.parametrize("op", list(BITWISE), ids=["band", "bor", "bxor"])
+def test_bitwise_reductions(dtype, op):
+    def bits(rank):  # element i: rank-dependent bit patterns, some negative
+        values = [(rank * 37 + i * 11) % 120 - (rank + i) % 3 * 40 for i in range(70)]
+        if dtype == torch.bool:
+            values = [v % 3 == 0 for v in values]
+        return torch.tensor(values).to(dtype)
+    want = functools.reduce(BITWISE[op], [bits(q) for q in range(n)])
+    x = bits(r)
+    dist.all_reduce(x, op=op)
+    assert torch.equal(x, want)
+    out = torch.empty(7, dtype=dtype)  # reduce_scatter: rank r's block of 7 of the 7 * n
+    dist.reduce_scatter_tensor(out, torch.cat([bits(r)[:7]] * n), op=op)
+    assert torch.equal(out, want[:7])
+    y = bits(r)
+    dist.reduce(y, dst=n - 1, op=op)
+    assert torch.equal(y, want if r == n - 1 else bits(r))
+
+
 def test_send_and_recv():
     nxt, prv = (r + 1) % n, (r - 1) % n
     # A ring exchange posted in either order: channels do not wait for each other.
@@ -424,7 +451,7 @@ def test_send_and_recv_errors():
 
 def test_bad_arguments_fail_at_once():
     x = torch.ones(3)
-    with pytest.raises(kolo.InvalidArgumentError, match="does not reduce with op"):
+    with pytest.raises(kolo.InvalidArgumentError, match="band works on the bits of integer"):
         dist.all_reduce(x, op=dist.ReduceOp.BAND)
     with pytest.raises(ValueError, match="which kolo does not reduce"):
         dist.all_reduce(torch.ones(3, dtype=torch.bool))

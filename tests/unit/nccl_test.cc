@@ -39,6 +39,7 @@ TEST(Nccl, DtypesAndOpsMapOrAreRefusedByName) {
   EXPECT_EQ(nccl_op(ReduceOp::kMax), ncclMax);
   EXPECT_EQ(nccl_op(ReduceOp::kProduct), ncclProd);
   EXPECT_THROW(nccl_op(static_cast<ReduceOp>(kNumReduceOps)), Error);
+  EXPECT_THROW(nccl_op(ReduceOp::kBand), Error);  // NCCL has no bitwise ops
 }
 
 TEST(Nccl, ResultsBecomeKoloErrors) {

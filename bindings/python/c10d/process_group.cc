@@ -96,7 +96,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::allreduce(std::vector<at::Ten
   check_timeout(opts.timeout, "allreduce");
   const at::Tensor& t = single(tensors, "allreduce");
   const ReduceOp op = reduce_op(opts.reduceOp);
-  Buffer b = reduced(t, "allreduce: tensor");
+  Buffer b = reduced(t, op, "allreduce: tensor");
   return enqueue(OpType::ALLREDUCE, {t}, [b, t, op](Communicator& comm) {
     comm.allreduce(b.data(), b.data(), b.count, b.dtype, op);
     copy_back(b, t);
@@ -107,12 +107,12 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const ::c10d::AllreduceCoalescedOptions& opts) {
   check_timeout(opts.timeout, "allreduce_coalesced");
   KOLO_CHECK_ARG(!tensors.empty(), "allreduce_coalesced: no tensors");
+  const ReduceOp op = reduce_op(opts.reduceOp);
   for (const at::Tensor& t : tensors) {
-    reduced(t, "allreduce_coalesced: a tensor");
+    reduced(t, op, "allreduce_coalesced: a tensor");
     same_dtype(tensors[0], t, "allreduce_coalesced");
   }
-  const ReduceOp op = reduce_op(opts.reduceOp);
-  Buffer b = reduced(concatenated(tensors), "allreduce_coalesced");
+  Buffer b = reduced(concatenated(tensors), op, "allreduce_coalesced");
   return enqueue(OpType::ALLREDUCE_COALESCED, tensors, [b, tensors, op](Communicator& comm) {
     comm.allreduce(b.data(), b.data(), b.count, b.dtype, op);
     split_into(b.tensor, tensors);
@@ -174,10 +174,10 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::reduce_scatter(
     const ::c10d::ReduceScatterOptions& opts) {
   check_timeout(opts.timeout, "reduce_scatter");
   const at::Tensor& out = single(outputs, "reduce_scatter: outputs");
-  Buffer recv = reduced(out, "reduce_scatter: output");
-  const auto& in = per_rank_like(inputs, out, size_, "reduce_scatter", "input", "output");
   const ReduceOp op = reduce_op(opts.reduceOp);
-  Buffer send = reduced(concatenated(in), "reduce_scatter");
+  Buffer recv = reduced(out, op, "reduce_scatter: output");
+  const auto& in = per_rank_like(inputs, out, size_, "reduce_scatter", "input", "output");
+  Buffer send = reduced(concatenated(in), op, "reduce_scatter");
   return enqueue(OpType::REDUCE_SCATTER, {out}, [send, recv, out, op](Communicator& comm) {
     comm.reduce_scatter(send.data(), recv.data(), recv.count, recv.dtype, op);
     copy_back(recv, out);
@@ -189,8 +189,8 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::_reduce_scatter_base(
   check_timeout(opts.timeout, "_reduce_scatter_base");
   same_dtype(input, output, "_reduce_scatter_base: input and output");
   const ReduceOp op = reduce_op(opts.reduceOp);
-  Buffer send = reduced(input, "_reduce_scatter_base: input");
-  Buffer recv = reduced(output, "_reduce_scatter_base: output");
+  Buffer send = reduced(input, op, "_reduce_scatter_base: input");
+  Buffer recv = reduced(output, op, "_reduce_scatter_base: output");
   KOLO_CHECK_ARG(send.count == recv.count * static_cast<size_t>(size_),
                  "_reduce_scatter_base: "
                  "the input holds ",

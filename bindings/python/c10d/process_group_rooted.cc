@@ -32,7 +32,8 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::reduce(std::vector<at::Tensor
   const at::Tensor& t = single(tensors, "reduce");
   const int root = root_rank(opts.rootRank, size_, "reduce", opts.rootTensor);
   const ReduceOp op = reduce_op(opts.reduceOp);
-  Buffer b = reduced(rank_ == root ? t : t.clone(at::MemoryFormat::Contiguous), "reduce: tensor");
+  Buffer b =
+      reduced(rank_ == root ? t : t.clone(at::MemoryFormat::Contiguous), op, "reduce: tensor");
   return enqueue(OpType::REDUCE, {t}, [b, t, op, root](Communicator& comm) {
     comm.allreduce(b.data(), b.data(), b.count, b.dtype, op);
     if (comm.rank() == root) copy_back(b, t);

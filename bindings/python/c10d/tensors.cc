@@ -48,12 +48,15 @@ Buffer buffer(const at::Tensor& t, DType dtype, size_t scale) {
 
 }  // namespace
 
-Buffer reduced(const at::Tensor& t, const std::string& what) {
+Buffer reduced(const at::Tensor& t, ReduceOp op, const std::string& what) {
   check_dense_cpu(t, what);
   std::optional<DType> dtype = kolo_dtype(t.scalar_type());
+  if (t.scalar_type() == at::kBool && is_bitwise(op)) dtype = DType::kUInt8;  // 0 and 1 stay so
   KOLO_CHECK_ARG(dtype, what, " is ", dtype_name(t.scalar_type()),
                  ", which kolo does not reduce (float32, float64, float16, bfloat16, int32, "
-                 "int64, uint8, int8 and int16 it does)");
+                 "int64, uint8, int8 and int16 it does; bool with BAND, BOR and BXOR)");
+  KOLO_CHECK_ARG(op_takes(op, *dtype), what, " is ", dtype_name(t.scalar_type()), ", but ",
+                 op_name(op), " works on the bits of integer (or bool) tensors");
   return buffer(t, *dtype, 1);
 }
 
@@ -116,11 +119,14 @@ ReduceOp reduce_op(const ::c10d::ReduceOp& op) {
     case ::c10d::ReduceOp::PRODUCT: return ReduceOp::kProduct;
     case ::c10d::ReduceOp::MIN: return ReduceOp::kMin;
     case ::c10d::ReduceOp::MAX: return ReduceOp::kMax;
+    case ::c10d::ReduceOp::BAND: return ReduceOp::kBand;
+    case ::c10d::ReduceOp::BOR: return ReduceOp::kBor;
+    case ::c10d::ReduceOp::BXOR: return ReduceOp::kBxor;
     default: break;
   }
   KOLO_THROW(ErrorCode::kInvalidArgument, "kolo's process group does not reduce with op ",
              static_cast<int>(op.op_),
-             " (BAND, BOR, BXOR or PREMUL_SUM); it takes SUM, AVG, PRODUCT, MIN and MAX");
+             " (PREMUL_SUM); it takes SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR and BXOR");
 }
 
 std::vector<size_t> counts(const std::vector<at::Tensor>& tensors, size_t scale) {

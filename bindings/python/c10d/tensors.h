@@ -25,8 +25,9 @@ struct Buffer {
   void* data() const { return tensor.data_ptr(); }
 };
 
-// For reductions: refuses dtypes kolo does not reduce. `what` names the tensor in errors.
-Buffer reduced(const at::Tensor& t, const std::string& what);
+// For reductions with `op`: refuses dtypes kolo does not reduce, and floats for the bitwise
+// ops; bool tensors take the bitwise ops (as uint8). `what` names the tensor in errors.
+Buffer reduced(const at::Tensor& t, ReduceOp op, const std::string& what);
 // For ops that only move data: any dtype; those kolo does not know travel as bytes.
 Buffer moved(const at::Tensor& t, const std::string& what);
 // Copies a result into `target` when `b` is a copy of it (a non-contiguous target).

@@ -37,7 +37,10 @@ void bind_enums(py::module_& m) {
       .value("AVERAGE", ReduceOp::kAverage)
       .value("MIN", ReduceOp::kMin)
       .value("MAX", ReduceOp::kMax)
-      .value("PRODUCT", ReduceOp::kProduct);
+      .value("PRODUCT", ReduceOp::kProduct)
+      .value("BAND", ReduceOp::kBand)
+      .value("BOR", ReduceOp::kBor)
+      .value("BXOR", ReduceOp::kBxor);
   py::enum_<engine::Compression>(m, "Compression", "What an engine allreduce puts on the wire.")
       .value("NONE", engine::Compression::kNone)
       .value("FP16", engine::Compression::kFp16)
