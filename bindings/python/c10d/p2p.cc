@@ -94,28 +94,28 @@ P2p::Channel& P2p::channel(int src, int dst, int tag) {
   return *slot;
 }
 
-c10::intrusive_ptr<Work> P2p::send(const at::Tensor& tensor, int dst, int tag) {
-  check_peer(dst, "send", "destination");
-  Buffer b = moved(tensor, "send: tensor");
-  Channel& c = channel(rank_, dst, tag);
+c10::intrusive_ptr<Work> P2p::post(const at::Tensor& tensor, int peer, int tag, bool sending) {
+  const char* op = sending ? "send" : "recv";
+  check_peer(peer, op, sending ? "destination" : "source");
+  Buffer b = moved(tensor, std::string(op) + ": tensor");
+  Channel& c = sending ? channel(rank_, peer, tag) : channel(peer, rank_, tag);
   auto work =
-      c10::make_intrusive<Work>(rank_, ::c10d::OpType::SEND, std::vector<at::Tensor>{tensor});
-  c.queue.submit(work, [&c, b] { c.transfer(b); });
+      c10::make_intrusive<Work>(rank_, sending ? ::c10d::OpType::SEND : ::c10d::OpType::RECV,
+                                std::vector<at::Tensor>{tensor});
+  if (!sending) work->set_source_rank(peer);
+  c.queue.submit(work, [&c, b, tensor, sending] {
+    c.transfer(b);
+    if (!sending) copy_back(b, tensor);
+  });
   return work;
 }
 
+c10::intrusive_ptr<Work> P2p::send(const at::Tensor& tensor, int dst, int tag) {
+  return post(tensor, dst, tag, true);
+}
+
 c10::intrusive_ptr<Work> P2p::recv(const at::Tensor& tensor, int src, int tag) {
-  check_peer(src, "recv", "source");
-  Buffer b = moved(tensor, "recv: tensor");
-  Channel& c = channel(src, rank_, tag);
-  auto work =
-      c10::make_intrusive<Work>(rank_, ::c10d::OpType::RECV, std::vector<at::Tensor>{tensor});
-  work->set_source_rank(src);
-  c.queue.submit(work, [&c, b, tensor] {
-    c.transfer(b);
-    copy_back(b, tensor);
-  });
-  return work;
+  return post(tensor, src, tag, false);
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::send(std::vector<at::Tensor>& tensors,

@@ -41,6 +41,8 @@ class P2p {
  private:
   struct Channel;
   Channel& channel(int src, int dst, int tag);
+  // send (`sending`) or recv of `tensor` to or from `peer`.
+  c10::intrusive_ptr<Work> post(const at::Tensor& tensor, int peer, int tag, bool sending);
   void check_peer(int peer, const char* op, const char* role) const;
 
   c10::intrusive_ptr<::c10d::Store> store_;
