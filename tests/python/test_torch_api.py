@@ -447,6 +447,11 @@ def test_own_communicator_next_to_hvd():
     x = torch.full((4,), float(r + 1))
     comm.allreduce(x.numpy(), x.numpy(), kolo.ReduceOp.SUM)
     assert x.tolist() == [n * (n + 1) / 2] * 4
+    flags = torch.tensor([1 << r, ~(1 << r)], dtype=torch.int64)
+    comm.allreduce(flags.numpy(), flags.numpy(), kolo.ReduceOp.BOR)
+    assert flags.tolist() == [(1 << n) - 1, -1]
+    with pytest.raises(kolo.InvalidArgumentError, match="bits of integers"):
+        comm.allreduce(x.numpy(), x.numpy(), kolo.ReduceOp.BXOR)
     assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [float(n)] * 2
 
 
