@@ -155,6 +155,7 @@ struct Bits : IntegerMoves {
   static Vec bor(Vec a, Vec b) { return _mm256_or_si256(a, b); }
   static Vec bxor(Vec a, Vec b) { return _mm256_xor_si256(a, b); }
 };
+
 struct UInt8 : IntegerMoves {
   using Elem = uint8_t;
   static constexpr size_t kWidth = 32;

@@ -155,6 +155,7 @@ struct Bits : IntegerMoves {
   static Vec bor(Vec a, Vec b) { return _mm512_or_si512(a, b); }
   static Vec bxor(Vec a, Vec b) { return _mm512_xor_si512(a, b); }
 };
+
 struct UInt8 : IntegerMoves {
   using Elem = uint8_t;
   static constexpr size_t kWidth = 64;
