@@ -45,6 +45,20 @@ status=0
 # scripts/gpu_bundle.sh (the device image lacks OpenBLAS and the other Debian packages).
 bundle=${GPU_BUNDLE:-build-gpu-bundle}
 cuda_lib=$(dirname "$(dirname "$nvcc")")/lib64
+# The CUDA libraries the bundle links (cudart, cuBLAS, cuBLASLt, NCCL) are the machine's own,
+# but an image may keep some outside the toolkit (NCCL from a Python wheel, say): add the
+# folder of each one the loader would not find.
+for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+  if [[ ! -e $cuda_lib/$lib ]] && ! ldconfig -p | grep -q "$lib"; then
+    found=$(find /usr /opt /usr/local -name "$lib" -print -quit 2>/dev/null || true)
+    if [[ -n $found ]]; then
+      cuda_lib=$cuda_lib:$(dirname "$found")
+      echo "gpu_check: $lib from $(dirname "$found")"
+    else
+      echo "gpu_check: $lib not found on this machine"
+    fi
+  fi
+done
 for name in kolo_gpu_trainer_tests kolo_gpu_nccl_tests kolo_gpu_engine_tests; do
   if [[ -x $bundle/$name ]]; then
     LD_LIBRARY_PATH=$bundle/lib:$cuda_lib:${LD_LIBRARY_PATH:-} timeout 300 "$bundle/$name" |

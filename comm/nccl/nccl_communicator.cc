@@ -130,7 +130,7 @@ void NcclCommunicator::abort(const std::string& reason) {
 void NcclCommunicator::allreduce(const void* send, void* recv, size_t count, DType dtype,
                                  ReduceOp op, void* stream) {
   check_usable("allreduce");
-  check_nccl(ncclAllReduce(send, recv, count, nccl_dtype(dtype), nccl_op(op), as_comm(comm_),
+  check_nccl(ncclAllReduce(send, recv, count, nccl_dtype(dtype), nccl_op(op, size_), as_comm(comm_),
                            as_stream(stream)),
              "ncclAllReduce", as_comm(comm_));
   settle("ncclAllReduce");
@@ -139,7 +139,7 @@ void NcclCommunicator::allreduce(const void* send, void* recv, size_t count, DTy
 void NcclCommunicator::reduce_scatter(const void* send, void* recv, size_t recv_count, DType dtype,
                                       ReduceOp op, void* stream) {
   check_usable("reduce_scatter");
-  check_nccl(ncclReduceScatter(send, recv, recv_count, nccl_dtype(dtype), nccl_op(op),
+  check_nccl(ncclReduceScatter(send, recv, recv_count, nccl_dtype(dtype), nccl_op(op, size_),
                                as_comm(comm_), as_stream(stream)),
              "ncclReduceScatter", as_comm(comm_));
   settle("ncclReduceScatter");
@@ -170,8 +170,8 @@ void NcclCommunicator::reduce(const void* send, void* recv, size_t count, DType 
   check_usable("reduce");
   KOLO_CHECK_ARG(root >= 0 && root < size_, "nccl reduce: root ", root, " is outside [0, ", size_,
                  ")");
-  check_nccl(ncclReduce(send, recv, count, nccl_dtype(dtype), nccl_op(op), root, as_comm(comm_),
-                        as_stream(stream)),
+  check_nccl(ncclReduce(send, recv, count, nccl_dtype(dtype), nccl_op(op, size_), root,
+                        as_comm(comm_), as_stream(stream)),
              "ncclReduce", as_comm(comm_));
   settle("ncclReduce");
 }

@@ -21,10 +21,13 @@ ncclDataType_t nccl_dtype(DType dtype) {
              "uint8 and int8)");
 }
 
-ncclRedOp_t nccl_op(ReduceOp op) {
+ncclRedOp_t nccl_op(ReduceOp op, int size) {
   switch (op) {
     case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kAverage: return ncclAvg;
+    // Over one rank the average is the sum. NCCL's one-rank path for avg (a scaling kernel)
+    // leaves the last elements unwritten when the count is not a multiple of its block count
+    // in releases before 2.29.7 (NVIDIA/nccl#1950; seen on an H200 with 2^20 + 3 floats).
+    case ReduceOp::kAverage: return size == 1 ? ncclSum : ncclAvg;
     case ReduceOp::kMin: return ncclMin;
     case ReduceOp::kMax: return ncclMax;
     case ReduceOp::kProduct: return ncclProd;

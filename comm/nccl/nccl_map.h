@@ -12,7 +12,7 @@ namespace kolo::nccl {
 // NCCL's type for `dtype`; int16 (which NCCL lacks) throws kInvalidArgument naming it.
 ncclDataType_t nccl_dtype(DType dtype);
 // NCCL's op for `op` (kAverage is ncclAvg).
-ncclRedOp_t nccl_op(ReduceOp op);
+ncclRedOp_t nccl_op(ReduceOp op, int size);
 // Throws kolo::Error for anything but ncclSuccess / ncclInProgress: kInvalidArgument for
 // NCCL's argument errors, kPeerLost for remote errors, kIo otherwise, with NCCL's message and
 // (comm not null) its last error text.

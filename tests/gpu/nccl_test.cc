@@ -35,9 +35,17 @@ void check_floats(const char* name, kolo::nccl::NcclCommunicator& comm, size_t n
     op(send, recv, stream);
     comm.wait(stream);
     cudaMemcpy(host.data(), recv, n * sizeof(float), cudaMemcpyDeviceToHost);
-    bool good = true;
-    for (size_t i = 0; i < n; ++i) good &= host[i] == want(i);
-    expect(good, std::string(name) + ": wrong result");
+    size_t bad = n, wrong = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (host[i] == want(i)) continue;
+      if (bad == n) bad = i;
+      ++wrong;
+    }
+    expect(wrong == 0,
+           std::string(name) + ": " + std::to_string(wrong) + " of " + std::to_string(n) +
+               " wrong, the first at " + std::to_string(bad) +
+               (bad < n ? ": " + std::to_string(host[bad]) + " for " + std::to_string(want(bad))
+                        : std::string()));
   } catch (const std::exception& e) {
     expect(false, std::string(name) + ": " + e.what());
   }

@@ -33,13 +33,14 @@ TEST(Nccl, DtypesAndOpsMapOrAreRefusedByName) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("int16"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(nccl_op(ReduceOp::kSum), ncclSum);
-  EXPECT_EQ(nccl_op(ReduceOp::kAverage), ncclAvg);
-  EXPECT_EQ(nccl_op(ReduceOp::kMin), ncclMin);
-  EXPECT_EQ(nccl_op(ReduceOp::kMax), ncclMax);
-  EXPECT_EQ(nccl_op(ReduceOp::kProduct), ncclProd);
-  EXPECT_THROW(nccl_op(static_cast<ReduceOp>(kNumReduceOps)), Error);
-  EXPECT_THROW(nccl_op(ReduceOp::kBand), Error);  // NCCL has no bitwise ops
+  EXPECT_EQ(nccl_op(ReduceOp::kSum, 2), ncclSum);
+  EXPECT_EQ(nccl_op(ReduceOp::kAverage, 2), ncclAvg);
+  EXPECT_EQ(nccl_op(ReduceOp::kAverage, 1), ncclSum);  // NCCL's one-rank avg drops a tail
+  EXPECT_EQ(nccl_op(ReduceOp::kMin, 2), ncclMin);
+  EXPECT_EQ(nccl_op(ReduceOp::kMax, 2), ncclMax);
+  EXPECT_EQ(nccl_op(ReduceOp::kProduct, 2), ncclProd);
+  EXPECT_THROW(nccl_op(static_cast<ReduceOp>(kNumReduceOps), 2), Error);
+  EXPECT_THROW(nccl_op(ReduceOp::kBand, 2), Error);  // NCCL has no bitwise ops
 }
 
 TEST(Nccl, ResultsBecomeKoloErrors) {
