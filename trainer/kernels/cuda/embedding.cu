@@ -1,8 +1,10 @@
 // BERT input embeddings: word + position + token type, and the backward scatter-add. The ids
 // are host memory (backend.h): they are checked there, and for the backward the tokens are
 // grouped by row on the host (sorted by id, token order kept), so each gradient row is summed
-// in fp32 in token order by one block and rounded once, as the CPU backend does: no atomics,
-// the same bits on every run.
+// in fp32 and rounded once: no atomics, the same bits on every run. A row with few tokens is
+// summed in token order by one block, as the CPU backend does; a row with many (the token type
+// rows, a padding id) is split over the warps of a block per 32 columns, whose sums are then
+// added in warp order, since one block per row would leave most of the GPU idle.
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -33,11 +35,17 @@ __global__ void embed_forward_kernel(T* out, const int32_t* ids, const int32_t* 
 
 // Group g covers sorted positions [starts[g], starts[g + 1]) of `tokens`, all with row rows[g]:
 // grad[rows[g]] += sum of dout[tokens[i]] in that order.
+// Groups of more tokens than this go to scatter_add_large_kernel.
+constexpr int kSmallGroup = 32;
+constexpr int kLargeWarps =
+    32;  // warps a block of scatter_add_large_kernel splits a row's tokens over
+
 template <typename T>
 __global__ void scatter_add_kernel(T* grad, const T* dout, const int32_t* rows,
                                    const int32_t* starts, const int32_t* tokens, int groups,
                                    int C) {
   for (int g = blockIdx.x; g < groups; g += gridDim.x) {
+    if (starts[g + 1] - starts[g] > kSmallGroup) continue;
     T* out = grad + size_t(rows[g]) * C;
     for (int j = threadIdx.x; j < C; j += blockDim.x) {
       float acc = 0.0f;
@@ -48,6 +56,30 @@ __global__ void scatter_add_kernel(T* grad, const T* dout, const int32_t* rows,
   }
 }
 
+// Block (x, y): group large[x], columns [32 y, 32 y + 32); warp w sums the group's tokens
+// w, w + kLargeWarps, ...; the warps' sums are added in warp order.
+template <typename T>
+__global__ void scatter_add_large_kernel(T* grad, const T* dout, const int32_t* rows,
+                                         const int32_t* starts, const int32_t* tokens,
+                                         const int32_t* large, int C) {
+  __shared__ float partial[kLargeWarps][33];
+  const int g = large[blockIdx.x];
+  const int j = blockIdx.y * 32 + threadIdx.x;
+  float acc = 0.0f;
+  if (j < C) {
+    for (int i = starts[g] + threadIdx.y; i < starts[g + 1]; i += kLargeWarps)
+      acc += to_float(dout[size_t(tokens[i]) * C + j]);
+  }
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < C) {
+    float sum = 0.0f;
+    for (int w = 0; w < kLargeWarps; ++w) sum += partial[w][threadIdx.x];
+    T* out = grad + size_t(rows[g]) * C + j;
+    *out = from_float<T>(to_float(*out) + sum);
+  }
+}
+
 // grad[key(t)] += dout[t] for every token t.
 template <typename Key>
 void scatter_add(CudaBackend& be, void* grad, const void* dout, size_t tokens, int C, DType dt,
@@ -55,9 +87,10 @@ void scatter_add(CudaBackend& be, void* grad, const void* dout, size_t tokens, i
   std::vector<std::pair<int32_t, int32_t>> order(tokens);
   for (size_t t = 0; t < tokens; ++t) order[t] = {key(t), static_cast<int32_t>(t)};
   std::sort(order.begin(), order.end());
-  // One upload: rows of the groups, their starts (one more), then the sorted tokens.
+  // One upload: rows of the groups, their starts (one more), the sorted tokens, then the
+  // groups of more than kSmallGroup tokens.
   std::vector<int32_t> table;
-  table.reserve(3 * tokens + 1);
+  table.reserve(4 * tokens + 1);
   for (size_t t = 0; t < tokens; ++t)
     if (t == 0 || order[t].first != order[t - 1].first) table.push_back(order[t].first);
   const int groups = static_cast<int>(table.size());
@@ -65,12 +98,22 @@ void scatter_add(CudaBackend& be, void* grad, const void* dout, size_t tokens, i
     if (t == 0 || order[t].first != order[t - 1].first) table.push_back(static_cast<int32_t>(t));
   table.push_back(static_cast<int32_t>(tokens));
   for (const auto& entry : order) table.push_back(entry.second);
+  const size_t large_at = table.size();
+  for (int g = 0; g < groups; ++g)
+    if (table[groups + g + 1] - table[groups + g] > kSmallGroup) table.push_back(g);
+  const auto large = static_cast<unsigned>(table.size() - large_at);
   const int32_t* dev = be.upload(Slot::kInts2, table.data(), table.size());
   dispatch(dt, "embed_backward", [&](auto tag) {
     using T = decltype(tag);
+    const int32_t *starts = dev + groups, *sorted = dev + 2 * groups + 1;
     scatter_add_kernel<T><<<blocks_for(size_t(groups), 1), kThreads, 0, be.stream()>>>(
-        static_cast<T*>(grad), static_cast<const T*>(dout), dev, dev + groups, dev + 2 * groups + 1,
-        groups, C);
+        static_cast<T*>(grad), static_cast<const T*>(dout), dev, starts, sorted, groups, C);
+    if (large > 0) {
+      scatter_add_large_kernel<T>
+          <<<dim3(large, unsigned((C + 31) / 32)), dim3(32, kLargeWarps), 0, be.stream()>>>(
+              static_cast<T*>(grad), static_cast<const T*>(dout), dev, starts, sorted,
+              dev + large_at, C);
+    }
   });
   check(cudaGetLastError(), "embed_backward launch");
 }

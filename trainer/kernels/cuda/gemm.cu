@@ -12,21 +12,35 @@ namespace kolo::trainer {
 namespace cuda {
 namespace {
 
-// db[N] += column sums of dy[T,N]: 32 columns per block, 32 row strides summed in fp32 per
-// column, then the 32 partial sums added in order (the same result every run).
+// db[N] += column sums of dy[T,N], in fp32, in two passes (below).
+constexpr int kBiasRows = 128;  // rows per partial sum of the bias gradient
+
+// Block (x, y): columns [32 x, 32 x + 32) over rows [kBiasRows y, kBiasRows (y + 1)); warp w
+// sums rows w, w + 8, ... of them; the warps' sums are added in warp order into partial[y].
+// Many blocks, so a bias of a few hundred columns still spreads over the whole GPU.
 template <typename T>
-__global__ void bias_backward_kernel(T* db, const T* dy, int rows, int cols) {
-  __shared__ float partial[32][33];
+__global__ void bias_partial_kernel(float* partial, const T* dy, int rows, int cols) {
+  __shared__ float sums[8][33];
   const int col = blockIdx.x * 32 + threadIdx.x;
+  const int first = blockIdx.y * kBiasRows, last = min(rows, first + kBiasRows);
   float acc = 0.0f;
   if (col < cols) {
-    for (int r = threadIdx.y; r < rows; r += 32) acc += to_float(dy[size_t(r) * cols + col]);
+    for (int r = first + threadIdx.y; r < last; r += 8) acc += to_float(dy[size_t(r) * cols + col]);
   }
-  partial[threadIdx.y][threadIdx.x] = acc;
+  sums[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && col < cols) {
     float sum = 0.0f;
-    for (int r = 0; r < 32; ++r) sum += partial[r][threadIdx.x];
+    for (int w = 0; w < 8; ++w) sum += sums[w][threadIdx.x];
+    partial[size_t(blockIdx.y) * cols + col] = sum;
+  }
+}
+// db[col] += the partials of col, added in order: the same bits on every run.
+template <typename T>
+__global__ void bias_sum_kernel(T* db, const float* partial, int parts, int cols) {
+  for (int col = blockIdx.x * blockDim.x + threadIdx.x; col < cols; col += gridDim.x * blockDim.x) {
+    float sum = 0.0f;
+    for (int p = 0; p < parts; ++p) sum += partial[size_t(p) * cols + col];
     db[col] = from_float<T>(to_float(db[col]) + sum);
   }
 }
@@ -50,10 +64,15 @@ void CudaBackend::linear_backward(void* dx, void* dw, void* db, const void* dy, 
   if (dx != nullptr) matmul(false, false, K, T, N, w, K, dy, N, 0.0f, dx, K, nullptr, dt);
   if (dw != nullptr) matmul(false, true, K, N, T, x, K, dy, N, 1.0f, dw, K, nullptr, dt);
   if (db != nullptr) {
+    const int parts = (T + kBiasRows - 1) / kBiasRows;
+    auto* partial = static_cast<float*>(scratch(Slot::kA, size_t(parts) * N * sizeof(float)));
     dispatch(dt, "linear_backward", [&](auto tag) {
       using E = decltype(tag);
-      bias_backward_kernel<E><<<unsigned((N + 31) / 32), dim3(32, 32), 0, stream()>>>(
-          static_cast<E*>(db), static_cast<const E*>(dy), T, N);
+      bias_partial_kernel<E>
+          <<<dim3(unsigned((N + 31) / 32), unsigned(parts)), dim3(32, 8), 0, stream()>>>(
+              partial, static_cast<const E*>(dy), T, N);
+      bias_sum_kernel<E><<<blocks_for(size_t(N)), kThreads, 0, stream()>>>(static_cast<E*>(db),
+                                                                           partial, parts, N);
     });
     check(cudaGetLastError(), "linear_backward (bias) launch");
   }
