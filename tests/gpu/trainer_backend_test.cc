@@ -104,18 +104,22 @@ void kernel_tests() {
     be.linear_backward(dx.p, dw.p, db.p, dy.p, x.p, w.p, T, K, N, dt);
     return std::vector{y.read(), dx.read(), dw.read(), db.read()};
   });
-  compare("layernorm", [](Backend& be, DType dt) {
-    const int T = 70, C = 100;
-    Buf x(be, dt, random_values(T * C, 7, 3.0f)), g(be, dt, random_values(C, 8));
-    Buf bt(be, dt, random_values(C, 9)), out(be, dt, T * C), dout(be, dt, random_values(T * C, 10));
-    Buf mean(be, DType::kFloat32, T), rstd(be, DType::kFloat32, T), dx(be, dt, T * C);
-    Buf dg(be, dt, random_values(C, 11)), db(be, dt, random_values(C, 12));
-    be.layernorm_forward(out.p, static_cast<float*>(mean.p), static_cast<float*>(rstd.p), x.p, g.p,
-                         bt.p, T, C, 1e-12f, dt);
-    be.layernorm_backward(dx.p, dg.p, db.p, dout.p, x.p, static_cast<float*>(mean.p),
-                          static_cast<float*>(rstd.p), g.p, T, C, dt);
-    return std::vector{out.read(), mean.read(), rstd.read(), dx.read(), dg.read(), db.read()};
-  });
+  // C = 100: one element a step; 256: 16 bytes a step (fp32, fp16 and bf16).
+  for (const int C : {100, 256}) {
+    compare("layernorm C=" + std::to_string(C), [C](Backend& be, DType dt) {
+      const int T = 70;
+      Buf x(be, dt, random_values(T * C, 7, 3.0f)), g(be, dt, random_values(C, 8));
+      Buf bt(be, dt, random_values(C, 9)), out(be, dt, T * C),
+          dout(be, dt, random_values(T * C, 10));
+      Buf mean(be, DType::kFloat32, T), rstd(be, DType::kFloat32, T), dx(be, dt, T * C);
+      Buf dg(be, dt, random_values(C, 11)), db(be, dt, random_values(C, 12));
+      be.layernorm_forward(out.p, static_cast<float*>(mean.p), static_cast<float*>(rstd.p), x.p,
+                           g.p, bt.p, T, C, 1e-12f, dt);
+      be.layernorm_backward(dx.p, dg.p, db.p, dout.p, x.p, static_cast<float*>(mean.p),
+                            static_cast<float*>(rstd.p), g.p, T, C, dt);
+      return std::vector{out.read(), mean.read(), rstd.read(), dx.read(), dg.read(), db.read()};
+    });
+  }
   compare("elementwise", [](Backend& be, DType dt) {
     const size_t n = 100003;
     Buf x(be, dt, random_values(n, 13, 2.0f)), d(be, dt, random_values(n, 14));
@@ -137,19 +141,22 @@ void kernel_tests() {
     }
     return out;
   });
-  compare("attention", [](Backend& be, DType dt) {
-    const int B = 3, S = 19, C = 48, NH = 4;
-    std::vector<int32_t> mask(B * S, 1);
-    for (int j = 13; j < S; ++j) mask[S + j] = 0;  // trailing padding in sequence 1
-    mask[2 * S + 3] = 0;                           // a padded key inside sequence 2
-    Buf qkv(be, dt, random_values(size_t(B) * S * 3 * C, 15)), out(be, dt, size_t(B) * S * C);
-    Buf probs(be, dt, size_t(B) * NH * S * S), dout(be, dt, random_values(size_t(B) * S * C, 16));
-    Buf dqkv(be, dt, size_t(B) * S * 3 * C);
-    be.attention_forward(out.p, probs.p, qkv.p, mask.data(), B, S, C, NH, 0.1f, 7, 99, dt);
-    be.attention_backward(dqkv.p, dout.p, qkv.p, probs.p, mask.data(), B, S, C, NH, 0.1f, 7, 99,
-                          dt);
-    return std::vector{out.read(), probs.read(), dqkv.read()};
-  });
+  // S = 19: the softmax reads one score a step; 20: four (16 bytes).
+  for (const int S : {19, 20}) {
+    compare("attention S=" + std::to_string(S), [S](Backend& be, DType dt) {
+      const int B = 3, C = 48, NH = 4;
+      std::vector<int32_t> mask(B * S, 1);
+      for (int j = 13; j < S; ++j) mask[S + j] = 0;  // trailing padding in sequence 1
+      mask[2 * S + 3] = 0;                           // a padded key inside sequence 2
+      Buf qkv(be, dt, random_values(size_t(B) * S * 3 * C, 15)), out(be, dt, size_t(B) * S * C);
+      Buf probs(be, dt, size_t(B) * NH * S * S), dout(be, dt, random_values(size_t(B) * S * C, 16));
+      Buf dqkv(be, dt, size_t(B) * S * 3 * C);
+      be.attention_forward(out.p, probs.p, qkv.p, mask.data(), B, S, C, NH, 0.1f, 7, 99, dt);
+      be.attention_backward(dqkv.p, dout.p, qkv.p, probs.p, mask.data(), B, S, C, NH, 0.1f, 7, 99,
+                            dt);
+      return std::vector{out.read(), probs.read(), dqkv.read()};
+    });
+  }
   compare("cross_entropy", [](Backend& be, DType dt) {
     const int N = 9, V = 1001;
     std::vector<int32_t> targets = {5, -100, 1000, 0, 17, -100, 333, 999, 2};

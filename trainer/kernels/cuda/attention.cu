@@ -74,8 +74,9 @@ struct Dropout {
 };
 
 // One warp per score row r = z S + i: probs = softmax(scores + mask bias), a row whose keys
-// are all padding becomes zeros; dropped = dropout(probs) when p > 0.
-template <typename T>
+// are all padding becomes zeros; dropped = dropout(probs) when p > 0. Each lane reads V scores
+// at a time (4: 16 bytes, where the rows allow).
+template <int V, typename T>
 __global__ void softmax_kernel(T* probs, T* dropped, const float* scores, const int32_t* mask,
                                int rows, int S, int NH, Dropout drop) {
   const int r = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
@@ -83,26 +84,37 @@ __global__ void softmax_kernel(T* probs, T* dropped, const float* scores, const 
   const int b = r / S / NH;
   const float* x = scores + size_t(r) * S;
   const int32_t* m = mask == nullptr ? nullptr : mask + size_t(b) * S;
+  float v[V];
   float mx = -INFINITY;
-  for (int j = lane; j < S; j += 32)
-    if (m == nullptr || m[j] != 0) mx = fmaxf(mx, x[j]);
+  for (int j = lane * V; j < S; j += 32 * V) {
+    load_floats<V>(v, x + j);
+    for (int k = 0; k < V; ++k)
+      if (m == nullptr || m[j + k] != 0) mx = fmaxf(mx, v[k]);
+  }
   mx = warp_max(mx);
   float sum = 0.0f;
   if (mx != -INFINITY) {
-    for (int j = lane; j < S; j += 32)
-      if (m == nullptr || m[j] != 0) sum += __expf(x[j] - mx);
+    for (int j = lane * V; j < S; j += 32 * V) {
+      load_floats<V>(v, x + j);
+      for (int k = 0; k < V; ++k)
+        if (m == nullptr || m[j + k] != 0) sum += __expf(v[k] - mx);
+    }
   }
   sum = warp_sum(sum);
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
   const float scale = 1.0f / (1.0f - drop.p);
   const uint64_t first = drop.offset + uint64_t(r) * S;
-  for (int j = lane; j < S; j += 32) {
-    const float p =
-        (mx == -INFINITY || (m != nullptr && m[j] == 0)) ? 0.0f : __expf(x[j] - mx) * inv;
-    probs[size_t(r) * S + j] = from_float<T>(p);
+  for (int j = lane * V; j < S; j += 32 * V) {
+    load_floats<V>(v, x + j);
+    for (int k = 0; k < V; ++k) {
+      const bool off = mx == -INFINITY || (m != nullptr && m[j + k] == 0);
+      v[k] = off ? 0.0f : __expf(v[k] - mx) * inv;
+    }
+    store_floats<V>(probs + size_t(r) * S + j, v);
     if (drop.p > 0.0f) {
-      const bool keep = rng::uniform(drop.seed, first + j) >= drop.p;
-      dropped[size_t(r) * S + j] = from_float<T>(keep ? p * scale : 0.0f);
+      for (int k = 0; k < V; ++k)
+        v[k] = rng::uniform(drop.seed, first + j + k) >= drop.p ? v[k] * scale : 0.0f;
+      store_floats<V>(dropped + size_t(r) * S + j, v);
     }
   }
 }
@@ -166,10 +178,12 @@ void CudaBackend::attention_forward(void* out, void* probs, const void* qkv, con
     const cudaDataType_t type = cuda_type<T>();
     gemm_batched(*this, false, true, S, S, sh.hd, 1.0f / std::sqrt(float(sh.hd)), p, ld3, p + Z,
                  ld3, p + 2 * Z, S, z, type, CUDA_R_32F);
-    softmax_kernel<T>
-        <<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), 32 * kRowsPerBlock, 0, stream()>>>(
-            static_cast<T*>(probs), static_cast<T*>(dropped), scores, mask_dev, int(rows), S, NH,
-            {dropout_p, seed, offset});
+    with_width<float>(S, {scores, probs, dropped}, [&](auto width) {
+      softmax_kernel<decltype(width)::value, T>
+          <<<unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock), 32 * kRowsPerBlock, 0,
+             stream()>>>(static_cast<T*>(probs), static_cast<T*>(dropped), scores, mask_dev,
+                         int(rows), S, NH, {dropout_p, seed, offset});
+    });
     check(cudaGetLastError(), "attention softmax launch");
     gemm_batched(*this, false, false, S, sh.hd, S, 1.0f, p + 3 * Z, S, p + 4 * Z, ld3, p + 5 * Z, C,
                  z, type, type);

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <type_traits>
 
@@ -93,6 +94,54 @@ __device__ inline float block_sum(float v, float* shared) {
 }
 __device__ inline float block_max(float v, float* shared) {
   return block_reduce(v, shared, -INFINITY, MaxOp{});
+}
+
+// 16 bytes of T, the widest load a thread issues.
+template <typename T>
+struct alignas(16) Pack16 {
+  static constexpr int kSize = 16 / sizeof(T);
+  T v[kSize];
+};
+inline bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+// V consecutive elements from p into f, as fp32: one 16-byte load when V is a whole pack (p
+// then 16-byte aligned), else V loads.
+template <int V, typename T>
+__device__ inline void load_floats(float* f, const T* p) {
+  if constexpr (V == Pack16<T>::kSize) {
+    const Pack16<T> x = *reinterpret_cast<const Pack16<T>*>(p);
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = to_float(x.v[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) f[k] = to_float(p[k]);
+  }
+}
+template <int V, typename T>
+__device__ inline void store_floats(T* p, const float* f) {
+  if constexpr (V == Pack16<T>::kSize) {
+    Pack16<T> y;
+#pragma unroll
+    for (int k = 0; k < V; ++k) y.v[k] = from_float<T>(f[k]);
+    *reinterpret_cast<Pack16<T>*>(p) = y;
+  } else {
+#pragma unroll
+    for (int k = 0; k < V; ++k) p[k] = from_float<T>(f[k]);
+  }
+}
+
+// Runs launch(std::integral_constant<int, V>): V = Pack16<T>::kSize where C is a multiple of it
+// and every pointer is 16-byte aligned (rows of C elements then are too), else 1.
+template <typename T, typename Launch>
+void with_width(int C, std::initializer_list<const void*> pointers, Launch launch) {
+  bool packed = C % Pack16<T>::kSize == 0;
+  for (const void* p : pointers) packed = packed && aligned16(p);
+  if (packed) {
+    launch(std::integral_constant<int, Pack16<T>::kSize>{});
+  } else {
+    launch(std::integral_constant<int, 1>{});
+  }
 }
 
 // Device scratch buffers, one per slot, grown on demand and never shrunk (stream-ordered, so a

@@ -9,13 +9,6 @@ namespace kolo::trainer {
 namespace cuda {
 namespace {
 
-// 16 bytes of T, the widest load a thread issues.
-template <typename T>
-struct alignas(16) Pack16 {
-  static constexpr int kSize = 16 / sizeof(T);
-  T v[kSize];
-};
-
 // With `packed` (every pointer 16-byte aligned) each thread moves 16 bytes at a time and the
 // elements past the last whole pack one by one; otherwise all one by one. f sees each element
 // with its index either way, so both give the same values.
@@ -54,9 +47,6 @@ __global__ void map2_kernel(T* out, const T* a, const T* b, size_t n, bool packe
     out[i] = from_float<T>(f(to_float(a[i]), to_float(b[i])));
 }
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
 // Blocks for n elements of T: one pack of 16 bytes a thread where packed.
 template <typename T>
 unsigned map_blocks(size_t n, bool packed) {

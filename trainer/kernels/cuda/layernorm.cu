@@ -1,8 +1,8 @@
 // LayerNorm over the last dimension, one warp per row: the mean, then the centred variance
-// (which cannot go negative), then the output, each a pass over the row. The backward writes
-// dx per row (one warp each, after the sums, so dx may alias dout) and sums dgamma and dbeta in
-// fp32 per block of kRows rows, the blocks then added in order to the gradients: the same result on
-// every run.
+// (which cannot go negative), then the output, each a pass over the row (16 bytes a load where
+// the row allows). The backward writes dx per row (one warp each, after the sums, so dx may
+// alias dout) and sums dgamma and dbeta in fp32 per block of kRows rows, the blocks then added
+// in a fixed order to the gradients: the same result on every run.
 #include "trainer/kernels/checks.h"
 #include "trainer/kernels/cuda/common.cuh"
 
@@ -10,23 +10,29 @@ namespace kolo::trainer {
 namespace cuda {
 namespace {
 
-constexpr int kRows = 64;          // rows per partial of dgamma / dbeta
+constexpr int kRows = 16;          // rows per partial of dgamma / dbeta
 constexpr int kWarpsPerBlock = 8;  // rows per block of the per-row kernels
 
-template <typename T>
+// The per-row kernels read and write V consecutive elements at a time (V = Pack16<T>::kSize,
+// 16 bytes, where C is a multiple of it and the pointers aligned; else 1).
+template <int V, typename T>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* x,
                                          const T* gamma, const T* beta, int rows, int C,
                                          float eps) {
   const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (row >= rows) return;
   const T* xr = x + size_t(row) * C;
+  float v[V];
   float sum = 0.0f;
-  for (int j = lane; j < C; j += 32) sum += to_float(xr[j]);
+  for (int j = lane * V; j < C; j += 32 * V) {
+    load_floats<V>(v, xr + j);
+    for (int k = 0; k < V; ++k) sum += v[k];
+  }
   const float mu = warp_sum(sum) / C;
   float var = 0.0f;
-  for (int j = lane; j < C; j += 32) {
-    const float d = to_float(xr[j]) - mu;
-    var = fmaf(d, d, var);
+  for (int j = lane * V; j < C; j += 32 * V) {
+    load_floats<V>(v, xr + j);
+    for (int k = 0; k < V; ++k) var = fmaf(v[k] - mu, v[k] - mu, var);
   }
   const float rs = 1.0f / sqrtf(warp_sum(var) / C + eps);
   if (lane == 0) {
@@ -34,29 +40,42 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
     if (rstd != nullptr) rstd[row] = rs;
   }
   T* o = out + size_t(row) * C;
-  for (int j = lane; j < C; j += 32)
-    o[j] = from_float<T>(fmaf((to_float(xr[j]) - mu) * rs, to_float(gamma[j]), to_float(beta[j])));
+  float g[V], b[V];
+  for (int j = lane * V; j < C; j += 32 * V) {
+    load_floats<V>(v, xr + j);
+    load_floats<V>(g, gamma + j);
+    load_floats<V>(b, beta + j);
+    for (int k = 0; k < V; ++k) v[k] = fmaf((v[k] - mu) * rs, g[k], b[k]);
+    store_floats<V>(o + j, v);
+  }
 }
 
 // dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dout gamma, xhat = (x - mean) rstd.
-template <typename T>
+template <int V, typename T>
 __global__ void layernorm_dx_kernel(T* dx, const T* dout, const T* x, const float* mean,
                                     const float* rstd, const T* gamma, int rows, int C) {
   const int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5), lane = threadIdx.x & 31;
   if (row >= rows) return;
   const size_t base = size_t(row) * C;
   const float m = mean[row], r = rstd[row];
+  float d[V], xv[V], g[V];
   float sum_g = 0.0f, sum_gx = 0.0f;
-  for (int j = lane; j < C; j += 32) {
-    const float g = to_float(dout[base + j]) * to_float(gamma[j]);
-    sum_g += g;
-    sum_gx = fmaf(g, (to_float(x[base + j]) - m) * r, sum_gx);
+  for (int j = lane * V; j < C; j += 32 * V) {
+    load_floats<V>(d, dout + base + j);
+    load_floats<V>(xv, x + base + j);
+    load_floats<V>(g, gamma + j);
+    for (int k = 0; k < V; ++k) {
+      sum_g = fmaf(d[k], g[k], sum_g);
+      sum_gx = fmaf(d[k] * g[k], (xv[k] - m) * r, sum_gx);
+    }
   }
   const float mean_g = warp_sum(sum_g) / C, mean_gx = warp_sum(sum_gx) / C;
-  for (int j = lane; j < C; j += 32) {
-    const float xhat = (to_float(x[base + j]) - m) * r;
-    const float g = to_float(dout[base + j]) * to_float(gamma[j]);
-    dx[base + j] = from_float<T>((g - mean_g - xhat * mean_gx) * r);
+  for (int j = lane * V; j < C; j += 32 * V) {
+    load_floats<V>(d, dout + base + j);
+    load_floats<V>(xv, x + base + j);
+    load_floats<V>(g, gamma + j);
+    for (int k = 0; k < V; ++k) d[k] = (d[k] * g[k] - mean_g - (xv[k] - m) * r * mean_gx) * r;
+    store_floats<V>(dx + base + j, d);
   }
 }
 
@@ -78,17 +97,27 @@ __global__ void layernorm_partial_kernel(float* partial, const T* dout, const T*
   }
 }
 
+// Block x: columns [32 x, 32 x + 32); warp w adds the partials w, w + 8, ...; the warps' sums
+// are added in warp order.
 template <typename T>
 __global__ void layernorm_sum_kernel(T* dgamma, T* dbeta, const float* partial, int blocks, int C) {
-  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < C; j += gridDim.x * blockDim.x) {
-    float sg = 0.0f, sb = 0.0f;
-    for (int b = 0; b < blocks; ++b) {
+  __shared__ float sums[2][8][33];
+  const int j = blockIdx.x * 32 + threadIdx.x;
+  float sg = 0.0f, sb = 0.0f;
+  if (j < C) {
+    for (int b = threadIdx.y; b < blocks; b += 8) {
       sg += partial[size_t(b) * 2 * C + j];
       sb += partial[size_t(b) * 2 * C + C + j];
     }
-    if (dgamma != nullptr) dgamma[j] = from_float<T>(to_float(dgamma[j]) + sg);
-    if (dbeta != nullptr) dbeta[j] = from_float<T>(to_float(dbeta[j]) + sb);
   }
+  sums[0][threadIdx.y][threadIdx.x] = sg;
+  sums[1][threadIdx.y][threadIdx.x] = sb;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= C) return;
+  sg = sb = 0.0f;
+  for (int w = 0; w < 8; ++w) sg += sums[0][w][threadIdx.x], sb += sums[1][w][threadIdx.x];
+  if (dgamma != nullptr) dgamma[j] = from_float<T>(to_float(dgamma[j]) + sg);
+  if (dbeta != nullptr) dbeta[j] = from_float<T>(to_float(dbeta[j]) + sb);
 }
 
 }  // namespace
@@ -104,10 +133,12 @@ void CudaBackend::layernorm_forward(void* out, float* mean, float* rstd, const v
   if (T == 0) return;
   dispatch(dt, "layernorm_forward", [&](auto tag) {
     using E = decltype(tag);
-    layernorm_forward_kernel<E>
-        <<<unsigned((T + kWarpsPerBlock - 1) / kWarpsPerBlock), 32 * kWarpsPerBlock, 0, stream()>>>(
-            static_cast<E*>(out), mean, rstd, static_cast<const E*>(x),
-            static_cast<const E*>(gamma), static_cast<const E*>(beta), T, C, eps);
+    with_width<E>(C, {out, x, gamma, beta}, [&](auto width) {
+      layernorm_forward_kernel<decltype(width)::value, E>
+          <<<unsigned((T + kWarpsPerBlock - 1) / kWarpsPerBlock), 32 * kWarpsPerBlock, 0,
+             stream()>>>(static_cast<E*>(out), mean, rstd, static_cast<const E*>(x),
+                         static_cast<const E*>(gamma), static_cast<const E*>(beta), T, C, eps);
+    });
   });
   check(cudaGetLastError(), "layernorm_forward launch");
 }
@@ -126,12 +157,15 @@ void CudaBackend::layernorm_backward(void* dx, void* dgamma, void* dbeta, const 
     const unsigned col_blocks = unsigned((C + kThreads - 1) / kThreads);
     layernorm_partial_kernel<E><<<dim3(col_blocks, unsigned(blocks)), kThreads, 0, stream()>>>(
         partial, d, xs, mean, rstd, T, C);
-    layernorm_sum_kernel<E><<<col_blocks, kThreads, 0, stream()>>>(
+    layernorm_sum_kernel<E><<<unsigned((C + 31) / 32), dim3(32, 8), 0, stream()>>>(
         static_cast<E*>(dgamma), static_cast<E*>(dbeta), partial, blocks, C);
     // Last: dx may be dout's buffer, which the sums above read.
-    layernorm_dx_kernel<E>
-        <<<unsigned((T + kWarpsPerBlock - 1) / kWarpsPerBlock), 32 * kWarpsPerBlock, 0, stream()>>>(
-            static_cast<E*>(dx), d, xs, mean, rstd, static_cast<const E*>(gamma), T, C);
+    with_width<E>(C, {dx, dout, x, gamma}, [&](auto width) {
+      layernorm_dx_kernel<decltype(width)::value, E>
+          <<<unsigned((T + kWarpsPerBlock - 1) / kWarpsPerBlock), 32 * kWarpsPerBlock, 0,
+             stream()>>>(static_cast<E*>(dx), d, xs, mean, rstd, static_cast<const E*>(gamma), T,
+                         C);
+    });
   });
   check(cudaGetLastError(), "layernorm_backward launch");
 }
