@@ -44,6 +44,9 @@ class Optimizer {
   // point at the tensor's first element, state[k] at that element of a copy of state()[k] in the
   // backend's memory. The gradient used is (grads * multiplier) * grad_scale, the host path's
   // conversion and scale. Through Backend::adamw_update / sgd_update: the same arithmetic.
+  // Element by element with scalars that depend on info.decay alone, so `info` may also span
+  // several tensors that follow each other with no padding and share `decay` (TrainStep passes
+  // such runs, one launch each).
   virtual void update_on(Backend& backend, const ParamInfo& info, float* params, const void* grads,
                          DType grad_dt, float multiplier, float grad_scale,
                          float* const* state) const = 0;
