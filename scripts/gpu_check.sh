@@ -85,6 +85,18 @@ if [[ -x $bundle/trainer_throughput ]]; then
 else
   echo "trainer_throughput: not run (no $bundle)" >"$out/bert_base.log"
 fi
+# PyTorch's BERT of the same shape on the same GPU (tests/trainer/python/kolo_torch.py's
+# IdiomaticBertMlm, the image's python3): stored in fp16 / bf16 as kolo's, and the usual
+# fp32 model under autocast.
+if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+  for mode in "--dtype float16" "--dtype bfloat16" "--dtype float16 --amp" "--dtype bfloat16 --amp"; do
+    # shellcheck disable=SC2086  # mode is two or three words
+    timeout 120 python3 tests/trainer/python/kolo_torch.py --bench --device cuda --preset base \
+      --batch 32 --seq 128 --steps 10 $mode
+  done 2>&1 | tee "$out/torch_bert_base.log" || status=1
+else
+  echo "torch: not run (no python3 with a CUDA torch)" | tee "$out/torch_bert_base.log"
+fi
 echo "== gpu_check summary ($(( $(date +%s) - start )) s)"
 grep -h "^kolo_gpu_tests:" "$out/tests.log" || echo "kolo_gpu_tests: no result"
 grep -h "^device_pack:" "$out/pack_bw.log" || echo "device_pack: no result"
@@ -93,4 +105,5 @@ grep -h "^kolo_gpu_nccl_tests:" "$out/kolo_gpu_nccl_tests.log" || echo "kolo_gpu
 grep -h "^kolo_gpu_engine_tests:" "$out/kolo_gpu_engine_tests.log" || echo "kolo_gpu_engine_tests: no result"
 grep -h "^1x8B\|^100x\|^workload" "$out/engine_overhead.log" || echo "engine_overhead --device cuda: no result"
 grep -h "^# BERT\|^# cuda GEMM\|^kolo\|^impl" "$out/bert_base.log" || echo "trainer_throughput --device cuda: no result"
+grep -h "^torch" "$out/torch_bert_base.log" || echo "torch BERT-base: no result"
 exit $status

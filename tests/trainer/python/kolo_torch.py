@@ -6,6 +6,7 @@ same shape written as a PyTorch user would (IdiomaticBertMlm: the torch side of 
 throughput comparison, benchmarks/trainer_throughput).
 """
 import argparse
+import contextlib
 import json
 import math
 import struct
@@ -294,29 +295,43 @@ class IdiomaticBertMlm(nn.Module):
         return F.cross_entropy(logits, labels.reshape(-1)[rows])
 
 
-def bench(preset, batch, seq, steps, threads, dropout=0.0, mask_fraction=0.15):
-    """fwd+bwd tokens/s of IdiomaticBertMlm, the MLM head on the masked rows only (as kolo)."""
+def bench(preset, batch, seq, steps, threads, dropout=0.0, mask_fraction=0.15, device="cpu",
+          dtype="float32", amp=False):
+    """fwd+bwd tokens/s of IdiomaticBertMlm, the MLM head on the masked rows only (as kolo).
+    On a GPU the model is stored in `dtype` as kolo's is, or with `amp` kept in fp32 and run
+    under torch.autocast(dtype), the usual mixed-precision recipe."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
+    dev = torch.device(device)
+    dt = getattr(torch, dtype)
     c = bert_config(preset, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-    model = IdiomaticBertMlm(c)
+    model = IdiomaticBertMlm(c).to(dev)
+    if not amp:
+        model = model.to(dt)
     ids = torch.randint(0, c["vocab_size"], (batch, seq))
     types = torch.zeros_like(ids)
     mask = torch.ones_like(ids)
     labels = torch.full_like(ids, -100)
     chosen = torch.rand(batch, seq) < mask_fraction
     labels[chosen] = ids[chosen]
+    ids, types, mask, labels = (t.to(dev) for t in (ids, types, mask, labels))
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     times = []
     for step in range(steps + 2):  # two warm-up steps
+        sync()
         t0 = time.perf_counter()
         model.zero_grad(set_to_none=False)
-        model(ids, types, mask, labels).backward()
+        with torch.autocast(device_type=dev.type, dtype=dt) if amp else contextlib.nullcontext():
+            loss = model(ids, types, mask, labels)
+        loss.backward()
+        sync()
         times.append(time.perf_counter() - t0)
     best = min(times[2:])
     median = sorted(times[2:])[len(times[2:]) // 2]
-    print(f"torch {torch.__version__} bert-{preset} (nn.TransformerEncoder) batch {batch} seq {seq} "
-          f"threads {threads}: median {median * 1e3:.1f} ms/step, {batch * seq / median:.0f} "
-          f"tokens/s (best {batch * seq / best:.0f})")
+    where = "" if dev.type == "cpu" else f"{device} {dtype}{' autocast' if amp else ''} "
+    print(f"torch {torch.__version__} bert-{preset} (nn.TransformerEncoder) {where}batch {batch} "
+          f"seq {seq} threads {threads}: median {median * 1e3:.1f} ms/step, "
+          f"{batch * seq / median:.0f} tokens/s (best {batch * seq / best:.0f})")
     return batch * seq / median
 
 
@@ -329,11 +344,16 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--dropout", type=float, default=0.0, help="hidden and attention dropout")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"],
+                    help="the model's storage dtype (with --amp: autocast's)")
+    ap.add_argument("--amp", action="store_true", help="fp32 model under torch.autocast(--dtype)")
     args = ap.parse_args()
     if not args.bench:
         ap.print_help()
         return 2
-    bench(args.preset, args.batch, args.seq, args.steps, args.threads, args.dropout)
+    bench(args.preset, args.batch, args.seq, args.steps, args.threads, args.dropout,
+          device=args.device, dtype=args.dtype, amp=args.amp)
     return 0
 
 
