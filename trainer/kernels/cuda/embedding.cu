@@ -33,13 +33,11 @@ __global__ void embed_forward_kernel(T* out, const int32_t* ids, const int32_t* 
   }
 }
 
-// Group g covers sorted positions [starts[g], starts[g + 1]) of `tokens`, all with row rows[g]:
-// grad[rows[g]] += sum of dout[tokens[i]] in that order.
-// Groups of more tokens than this go to scatter_add_large_kernel.
-constexpr int kSmallGroup = 32;
-constexpr int kLargeWarps =
-    32;  // warps a block of scatter_add_large_kernel splits a row's tokens over
+constexpr int kSmallGroup = 32;  // groups of more tokens go to scatter_add_large_kernel
+constexpr int kLargeWarps = 32;  // the warps that kernel splits a group's tokens over
 
+// Group g covers sorted positions [starts[g], starts[g + 1]) of `tokens`, all with row rows[g]:
+// grad[rows[g]] += sum of dout[tokens[i]] in that order (groups of at most kSmallGroup).
 template <typename T>
 __global__ void scatter_add_kernel(T* grad, const T* dout, const int32_t* rows,
                                    const int32_t* starts, const int32_t* tokens, int groups,

@@ -18,21 +18,26 @@ constexpr int kBiasRows = 128;  // rows per partial sum of the bias gradient
 // Block (x, y): columns [32 x, 32 x + 32) over rows [kBiasRows y, kBiasRows (y + 1)); warp w
 // sums rows w, w + 8, ... of them; the warps' sums are added in warp order into partial[y].
 // Many blocks, so a bias of a few hundred columns still spreads over the whole GPU.
+// (Blocks along y stride over the partials where there are more than a grid's 65535.)
 template <typename T>
-__global__ void bias_partial_kernel(float* partial, const T* dy, int rows, int cols) {
+__global__ void bias_partial_kernel(float* partial, const T* dy, int rows, int cols, int parts) {
   __shared__ float sums[8][33];
   const int col = blockIdx.x * 32 + threadIdx.x;
-  const int first = blockIdx.y * kBiasRows, last = min(rows, first + kBiasRows);
-  float acc = 0.0f;
-  if (col < cols) {
-    for (int r = first + threadIdx.y; r < last; r += 8) acc += to_float(dy[size_t(r) * cols + col]);
-  }
-  sums[threadIdx.y][threadIdx.x] = acc;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < cols) {
-    float sum = 0.0f;
-    for (int w = 0; w < 8; ++w) sum += sums[w][threadIdx.x];
-    partial[size_t(blockIdx.y) * cols + col] = sum;
+  for (int part = blockIdx.y; part < parts; part += gridDim.y) {
+    const int first = part * kBiasRows, last = min(rows, first + kBiasRows);
+    float acc = 0.0f;
+    if (col < cols) {
+      for (int r = first + threadIdx.y; r < last; r += 8)
+        acc += to_float(dy[size_t(r) * cols + col]);
+    }
+    sums[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && col < cols) {
+      float sum = 0.0f;
+      for (int w = 0; w < 8; ++w) sum += sums[w][threadIdx.x];
+      partial[size_t(part) * cols + col] = sum;
+    }
+    __syncthreads();  // sums is read before the next part writes it
   }
 }
 // db[col] += the partials of col, added in order: the same bits on every run.
@@ -69,8 +74,8 @@ void CudaBackend::linear_backward(void* dx, void* dw, void* db, const void* dy, 
     dispatch(dt, "linear_backward", [&](auto tag) {
       using E = decltype(tag);
       bias_partial_kernel<E>
-          <<<dim3(unsigned((N + 31) / 32), unsigned(parts)), dim3(32, 8), 0, stream()>>>(
-              partial, static_cast<const E*>(dy), T, N);
+          <<<dim3(unsigned((N + 31) / 32), std::min(unsigned(parts), 65535u)), dim3(32, 8), 0,
+             stream()>>>(partial, static_cast<const E*>(dy), T, N, parts);
       bias_sum_kernel<E><<<blocks_for(size_t(N)), kThreads, 0, stream()>>>(static_cast<E*>(db),
                                                                            partial, parts, N);
     });

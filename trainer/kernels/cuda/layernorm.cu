@@ -80,20 +80,24 @@ __global__ void layernorm_dx_kernel(T* dx, const T* dout, const T* x, const floa
 }
 
 // partial[b][0, C): sum over the rows of block b of dout xhat; partial[b][C, 2C): of dout.
+// (Blocks along y stride over the row blocks where there are more than a grid's 65535.)
 template <typename T>
 __global__ void layernorm_partial_kernel(float* partial, const T* dout, const T* x,
-                                         const float* mean, const float* rstd, int rows, int C) {
-  const int first = blockIdx.y * kRows, last = min(rows, first + kRows);
-  float* pg = partial + size_t(blockIdx.y) * 2 * C;
-  for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < C; j += gridDim.x * blockDim.x) {
-    float dgamma = 0.0f, dbeta = 0.0f;
-    for (int t = first; t < last; ++t) {
-      const float d = to_float(dout[size_t(t) * C + j]);
-      dgamma = fmaf(d, (to_float(x[size_t(t) * C + j]) - mean[t]) * rstd[t], dgamma);
-      dbeta += d;
+                                         const float* mean, const float* rstd, int rows, int C,
+                                         int blocks) {
+  for (int block = blockIdx.y; block < blocks; block += gridDim.y) {
+    const int first = block * kRows, last = min(rows, first + kRows);
+    float* pg = partial + size_t(block) * 2 * C;
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < C; j += gridDim.x * blockDim.x) {
+      float dgamma = 0.0f, dbeta = 0.0f;
+      for (int t = first; t < last; ++t) {
+        const float d = to_float(dout[size_t(t) * C + j]);
+        dgamma = fmaf(d, (to_float(x[size_t(t) * C + j]) - mean[t]) * rstd[t], dgamma);
+        dbeta += d;
+      }
+      pg[j] = dgamma;
+      pg[C + j] = dbeta;
     }
-    pg[j] = dgamma;
-    pg[C + j] = dbeta;
   }
 }
 
@@ -155,8 +159,9 @@ void CudaBackend::layernorm_backward(void* dx, void* dgamma, void* dbeta, const 
     const auto* d = static_cast<const E*>(dout);
     const auto* xs = static_cast<const E*>(x);
     const unsigned col_blocks = unsigned((C + kThreads - 1) / kThreads);
-    layernorm_partial_kernel<E><<<dim3(col_blocks, unsigned(blocks)), kThreads, 0, stream()>>>(
-        partial, d, xs, mean, rstd, T, C);
+    layernorm_partial_kernel<E>
+        <<<dim3(col_blocks, std::min(unsigned(blocks), 65535u)), kThreads, 0, stream()>>>(
+            partial, d, xs, mean, rstd, T, C, blocks);
     layernorm_sum_kernel<E><<<unsigned((C + 31) / 32), dim3(32, 8), 0, stream()>>>(
         static_cast<E*>(dgamma), static_cast<E*>(dbeta), partial, blocks, C);
     // Last: dx may be dout's buffer, which the sums above read.
