@@ -11,7 +11,8 @@ namespace kolo::nccl {
 
 // NCCL's type for `dtype`; int16 (which NCCL lacks) throws kInvalidArgument naming it.
 ncclDataType_t nccl_dtype(DType dtype);
-// NCCL's op for `op` (kAverage is ncclAvg).
+// NCCL's op for `op` over `size` ranks (kAverage is ncclAvg, or ncclSum over one rank:
+// NCCL before 2.29.7 leaves the tail of a one-rank avg unwritten, NVIDIA/nccl#1950).
 ncclRedOp_t nccl_op(ReduceOp op, int size);
 // Throws kolo::Error for anything but ncclSuccess / ncclInProgress: kInvalidArgument for
 // NCCL's argument errors, kPeerLost for remote errors, kIo otherwise, with NCCL's message and
