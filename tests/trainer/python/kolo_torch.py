@@ -344,13 +344,17 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--dropout", type=float, default=0.0, help="hidden and attention dropout")
-    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"],
                     help="the model's storage dtype (with --amp: autocast's)")
     ap.add_argument("--amp", action="store_true", help="fp32 model under torch.autocast(--dtype)")
     args = ap.parse_args()
     if not args.bench:
         ap.print_help()
+        return 2
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(f"kolo_torch.py: --device cuda: torch {torch.__version__} sees no CUDA device",
+              file=sys.stderr)
         return 2
     bench(args.preset, args.batch, args.seq, args.steps, args.threads, args.dropout,
           device=args.device, dtype=args.dtype, amp=args.amp)
