@@ -7,15 +7,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKOLO_WERROR=ON \
       -DKOLO_SANITIZE=thread >/dev/null
-targets=(kolo_unit_tests)
-# The trainer is built only where OpenBLAS is (KOLO_WITH_OPENBLAS).
-if grep -q '^kolo_trainer_tests:' <(cmake --build build-tsan --target help 2>/dev/null | tr -d ' '); then
-  targets+=(kolo_trainer_tests)
+# Only the test binaries that run here (tests/CMakeLists.txt): the engine's and timeline's tests,
+# and the kernels' pool where the trainer is built (KOLO_WITH_OPENBLAS).
+targets=(kolo_engine_tests)
+if grep -q '^kolo_trainer_parallel_tests:' <(cmake --build build-tsan --target help 2>/dev/null | tr -d ' '); then
+  targets+=(kolo_trainer_parallel_tests)
 fi
 cmake --build build-tsan -j "$(nproc)" --target "${targets[@]}"
 # halt_on_error: the first race fails the run; second_deadlock_stack: readable lock reports.
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
-build-tsan/tests/kolo_unit_tests --gtest_filter='Engine*:Timeline*' "$@"
-if [[ " ${targets[*]} " == *" kolo_trainer_tests "* ]]; then
-  build-tsan/tests/trainer/kolo_trainer_tests --gtest_filter='*KernelsParallel*'
+build-tsan/tests/kolo_engine_tests "$@"
+if [[ " ${targets[*]} " == *" kolo_trainer_parallel_tests "* ]]; then
+  build-tsan/tests/trainer/kolo_trainer_parallel_tests
 fi
