@@ -4,18 +4,7 @@
 // See kernels.h for why everything here is file-local.
 #include <cstdint>
 
-// GCC 12's AVX-512 intrinsics build their "undefined" pass-through operands from
-// self-initialised variables, which -Wmaybe-uninitialized flags once they are inlined (a
-// known false positive of that release). The operands are meant to be undefined.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
+#include "comm/base/avx512_intrin.h"
 #include "comm/reduce/kernels.h"
 
 namespace kolo::reduce::avx512 {

@@ -11,8 +11,8 @@
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/gemm.h"
 #include "trainer/kernels/cpu/philox8.h"
+#include "trainer/kernels/cpu/softmax.h"
 #include "trainer/kernels/cpu/vec.h"
-#include "trainer/kernels/cpu/vec_math.h"
 
 namespace kolo::trainer {
 namespace cpu {
@@ -54,16 +54,7 @@ void softmax_row(float* row, const float* bias, size_t n) {
     std::memset(row, 0, n * sizeof(float));
     return;
   }
-  const __m256 m = _mm256_set1_ps(row_max);
-  __m256 sum = _mm256_setzero_ps();
-  for (size_t j = 0; j < n; j += kLanes) {
-    const size_t left = n - j;
-    __m256 e = exp8(_mm256_sub_ps(load_n<F32>(row + j, left), m));
-    if (left < kLanes) e = _mm256_and_ps(e, lane_mask(left));
-    store_n<F32>(row + j, e, left);
-    sum = _mm256_add_ps(sum, e);
-  }
-  const __m256 inv = _mm256_set1_ps(1.0f / hsum(sum));
+  const __m256 inv = _mm256_set1_ps(1.0f / exp_sum<F32>(row, n, row_max, row));
   for (size_t j = 0; j < n; j += kLanes) {
     store_n<F32>(row + j, _mm256_mul_ps(load_n<F32>(row + j, n - j), inv), n - j);
   }

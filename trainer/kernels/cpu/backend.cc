@@ -11,9 +11,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/base/convert.h"
+#include "trainer/kernels/cpu/avx512.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/gemm.h"
 #include "trainer/kernels/cpu/parallel.h"
@@ -211,6 +213,20 @@ double CpuBackend::sum_squares(const void* x, size_t n, DType dt, bool* nonfinit
   });
 }
 
+namespace cpu {
+bool use_avx512() {
+  static const bool yes = [] {
+    const char* env = std::getenv("KOLO_TRAINER_ISA");
+    const std::string cap = env == nullptr ? "" : env;
+    KOLO_CHECK_ARG(cap.empty() || cap == "avx2" || cap == "avx512", "KOLO_TRAINER_ISA='", cap,
+                   "' is not accepted (avx2, or avx512: the default, used where the CPU has it)");
+    __builtin_cpu_init();
+    return cap != "avx2" && __builtin_cpu_supports("avx512f");
+  }();
+  return yes;
+}
+}  // namespace cpu
+
 Backend& cpu_backend() {
   // The kernels are compiled for AVX2 + FMA + F16C; refuse clearly rather than fault later.
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -219,6 +235,7 @@ Backend& cpu_backend() {
     KOLO_THROW(ErrorCode::kInvalidArgument,
                "cpu_backend: this CPU lacks AVX2, FMA or F16C, which the CPU kernels require");
   }
+  use_avx512();  // a bad KOLO_TRAINER_ISA fails here, not in the middle of a step
   // OpenBLAS stays on the calling thread: the kernel pool splits large GEMMs (gemm.h).
   static CpuBackend backend = [] {
     choose_blas_kernels();

@@ -1,15 +1,16 @@
 // Softmax cross-entropy fused with its log-softmax, and the argmax of logits rows: per row one max
 // pass and one exp-sum pass (the row then sits in cache), loss = log(sum e^{x - max}) + max -
 // x[target]. The backward recomputes the two statistics and writes (softmax - onehot) * dloss /
-// counted in one pass; it reads a row fully before writing it, so dlogits may alias logits. Rows
+// counted (for fp32 storage it keeps the exponentials of the sum and scales them); it reads each
+// element before writing it, so dlogits may alias logits. Rows
 // are split across the kernel pool; the loss is summed over rows in order, at any thread count.
 #include <cmath>
 
 #include "trainer/kernels/checks.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/parallel.h"
+#include "trainer/kernels/cpu/softmax.h"
 #include "trainer/kernels/cpu/vec.h"
-#include "trainer/kernels/cpu/vec_math.h"
 
 namespace kolo::trainer {
 namespace cpu {
@@ -38,15 +39,7 @@ float row_max(const typename S::T* x, size_t V) {
 template <typename S>
 RowStats row_stats(const typename S::T* x, size_t V) {
   const float row_max_value = row_max<S>(x, V);
-  const __m256 m = _mm256_set1_ps(row_max_value);
-  __m256 sum = _mm256_setzero_ps();
-  for (size_t j = 0; j < V; j += kLanes) {
-    const size_t left = V - j;
-    __m256 e = exp8(_mm256_sub_ps(load_n<S>(x + j, left), m));
-    if (left < kLanes) e = _mm256_and_ps(e, lane_mask(left));
-    sum = _mm256_add_ps(sum, e);
-  }
-  return {row_max_value, hsum(sum)};
+  return {row_max_value, exp_sum<S>(x, V, row_max_value, nullptr)};
 }
 
 // The first index of the row's largest value (NaN entries never win).
@@ -105,11 +98,23 @@ void cross_entropy_backward_kernel(typename S::T* dlogits, const typename S::T* 
         for (size_t j = 0; j < v; j += kLanes) store_n<S>(d + j, _mm256_setzero_ps(), v - j);
         continue;
       }
+      const size_t target = targets[n];
+      if constexpr (S::kDType == DType::kFloat32) {
+        // The exponentials are stored while they are summed, then scaled in place while the
+        // row is in cache: one exponential per element, the same bits as below.
+        const float sum = exp_sum<S>(x, v, row_max<S>(x, v), d);
+        const __m256 k = _mm256_set1_ps(row_scale / sum);
+        for (size_t j = 0; j < v; j += kLanes) {
+          const size_t left = v - j;
+          store_n<F32>(d + j, _mm256_mul_ps(load_n<F32>(d + j, left), k), left);
+        }
+        d[target] -= row_scale;
+        continue;
+      }
       const RowStats st = row_stats<S>(x, v);
       const __m256 m = _mm256_set1_ps(st.max);
       const __m256 k = _mm256_set1_ps(row_scale / st.sum);
       // The target's -dloss/counted is applied in the vector that holds it, before its store.
-      const size_t target = targets[n];
       for (size_t j = 0; j < v; j += kLanes) {
         const size_t left = v - j;
         __m256 g = _mm256_mul_ps(exp8(_mm256_sub_ps(load_n<S>(x + j, left), m)), k);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "trainer/kernels/checks.h"
+#include "trainer/kernels/cpu/avx512.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/kernels/cpu/parallel.h"
 #include "trainer/kernels/cpu/philox8.h"
@@ -79,11 +80,25 @@ void dropout_kernel(void* out, const void* in, size_t n, float p, uint64_t seed,
 using namespace cpu;
 
 void CpuBackend::gelu_forward(void* out, const void* x, size_t n, DType dt) {
+  if (dt == DType::kFloat32 && use_avx512()) {
+    auto* o = static_cast<float*>(out);
+    const auto* v = static_cast<const float*>(x);
+    parallel_for(n, kGrain, [&](size_t b, size_t e) { avx512::gelu_forward(o + b, v + b, e - b); });
+    return;
+  }
   dispatch(dt, "gelu_forward",
            [&](auto s) { map1<decltype(s)>(out, x, n, [](__m256 v) { return gelu8(v); }); });
 }
 
 void CpuBackend::gelu_backward(void* dx, const void* dout, const void* x, size_t n, DType dt) {
+  if (dt == DType::kFloat32 && use_avx512()) {
+    auto* o = static_cast<float*>(dx);
+    const auto* d = static_cast<const float*>(dout);
+    const auto* v = static_cast<const float*>(x);
+    parallel_for(n, kGrain,
+                 [&](size_t b, size_t e) { avx512::gelu_backward(o + b, d + b, v + b, e - b); });
+    return;
+  }
   dispatch(dt, "gelu_backward", [&](auto s) {
     map2<decltype(s)>(dx, dout, x, n,
                       [](__m256 d, __m256 v) { return _mm256_mul_ps(d, gelu_grad8(v)); });

@@ -1,0 +1,27 @@
+// Internal to the CPU kernels: the fp32 loops that run 16 lanes wide where the CPU has AVX-512
+// (avx512.cc, the only file built with -mavx512f). Each works on one range, on one thread; the
+// callers split the work across the pool and fall back to their 8-lane loops elsewhere.
+//
+// avx512.cc must stay free of code other files could share (everything in it is file-local but
+// these entry points, and it calls no inline library function): the linker could otherwise keep
+// its copy of a shared inline function, and a CPU without AVX-512 would crash in it.
+#pragma once
+
+#include <cstddef>
+
+namespace kolo::trainer::cpu {
+
+// True where the CPU and OS support AVX-512F and KOLO_TRAINER_ISA does not cap the kernels at
+// avx2 (read once; a value other than avx2 or avx512 is an invalid argument naming it).
+bool use_avx512();
+
+namespace avx512 {
+void gelu_forward(float* out, const float* x, size_t n);
+void gelu_backward(float* dx, const float* dout, const float* x, size_t n);
+// Sum of e^{x[i] - shift} over n elements.
+float exp_sum(const float* x, size_t n, float shift);
+// out[i] = e^{x[i] - shift}, returning their sum (out may alias x).
+float exp_store_sum(float* out, const float* x, size_t n, float shift);
+}  // namespace avx512
+
+}  // namespace kolo::trainer::cpu

@@ -1,0 +1,32 @@
+// Internal to the CPU kernels: the exponentials pass of the softmaxes (cross-entropy's rows and
+// attention's), 16 lanes wide for fp32 where use_avx512() says so, else 8.
+#pragma once
+
+#include "trainer/kernels/cpu/avx512.h"
+#include "trainer/kernels/cpu/vec.h"
+#include "trainer/kernels/cpu/vec_math.h"
+
+namespace kolo::trainer::cpu {
+
+// Sum of e^{x - shift} over n elements; with `out` (fp32 storage only) each term is stored there
+// too, out may alias x.
+template <typename S>
+float exp_sum(const typename S::T* x, size_t n, float shift, float* out) {
+  if constexpr (S::kDType == DType::kFloat32) {
+    if (use_avx512())
+      return out != nullptr ? avx512::exp_store_sum(out, x, n, shift)
+                            : avx512::exp_sum(x, n, shift);
+  }
+  const __m256 m = _mm256_set1_ps(shift);
+  __m256 sum = _mm256_setzero_ps();
+  for (size_t j = 0; j < n; j += kLanes) {
+    const size_t left = n - j;
+    __m256 e = exp8(_mm256_sub_ps(load_n<S>(x + j, left), m));
+    if (left < kLanes) e = _mm256_and_ps(e, lane_mask(left));
+    if (out != nullptr) store_n<F32>(out + j, e, left);
+    sum = _mm256_add_ps(sum, e);
+  }
+  return hsum(sum);
+}
+
+}  // namespace kolo::trainer::cpu
