@@ -389,7 +389,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    for (const std::string& name : o.dtypes) kolo::parse_dtype(name, "--dtypes");  // before any run
+    // Before any run: a known dtype that is not a storage dtype would otherwise be refused
+    // only by the model, after the GEMM peak has been measured.
+    for (const std::string& name : o.dtypes) {
+      const kolo::DType dt = kolo::parse_dtype(name, "--dtypes");
+      if (dt != kolo::DType::kFloat32 && dt != kolo::DType::kFloat16 &&
+          dt != kolo::DType::kBFloat16) {
+        std::fprintf(stderr,
+                     "trainer_throughput: --dtypes: '%s' is not a storage dtype (accepted: "
+                     "float32, float16, bfloat16)\n",
+                     name.c_str());
+        return 1;
+      }
+    }
     return run(o);
   } catch (const std::exception& e) {  // kolo::Error, or what the model's sizes make of memory
     std::fprintf(stderr, "trainer_throughput: %s\n", e.what());
