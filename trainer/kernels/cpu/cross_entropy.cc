@@ -2,8 +2,8 @@
 // pass and one exp-sum pass (the row then sits in cache), loss = log(sum e^{x - max}) + max -
 // x[target]. The backward recomputes the two statistics and writes (softmax - onehot) * dloss /
 // counted (for fp32 storage it keeps the exponentials of the sum and scales them); it reads each
-// element before writing it, so dlogits may alias logits. Rows
-// are split across the kernel pool; the loss is summed over rows in order, at any thread count.
+// element before writing it, so dlogits may alias logits. Rows are split across the kernel pool;
+// the loss is summed over rows in order, at any thread count.
 #include <cmath>
 
 #include "trainer/kernels/checks.h"
