@@ -393,8 +393,7 @@ int main(int argc, char** argv) {
     // only by the model, after the GEMM peak has been measured.
     for (const std::string& name : o.dtypes) {
       const kolo::DType dt = kolo::parse_dtype(name, "--dtypes");
-      if (dt != kolo::DType::kFloat32 && dt != kolo::DType::kFloat16 &&
-          dt != kolo::DType::kBFloat16) {
+      if (!kt::is_storage_dtype(dt)) {
         std::fprintf(stderr,
                      "trainer_throughput: --dtypes: '%s' is not a storage dtype (accepted: "
                      "float32, float16, bfloat16)\n",

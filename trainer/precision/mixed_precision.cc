@@ -8,14 +8,14 @@
 
 #include "comm/base/convert.h"
 #include "comm/base/error.h"
+#include "trainer/kernels/backend.h"
 
 namespace kolo::trainer {
 
 namespace {
 
 void check_storage(DType dtype) {
-  KOLO_CHECK_ARG(dtype == DType::kFloat32 || dtype == DType::kFloat16 || dtype == DType::kBFloat16,
-                 "mixed precision storage dtype: ", dtype_name(dtype),
+  KOLO_CHECK_ARG(is_storage_dtype(dtype), "mixed precision storage dtype: ", dtype_name(dtype),
                  " is not supported (float32, float16, bfloat16)");
 }
 

@@ -77,24 +77,13 @@ void gelu_backward(float* dx, const float* dout, const float* x, size_t n) {
   }
 }
 
-float exp_sum(const float* x, size_t n, float shift) {
+float exp_sum(const float* x, size_t n, float shift, float* out) {
   const __m512 s = _mm512_set1_ps(shift);
   __m512 sum = _mm512_setzero_ps();
   for (size_t i = 0; i < n; i += kWide) {
     const __mmask16 m = lanes_from(i, n);
     const __m512 e = exp_v<Avx512>(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s));
-    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
-  }
-  return hsum16(sum);
-}
-
-float exp_store_sum(float* out, const float* x, size_t n, float shift) {
-  const __m512 s = _mm512_set1_ps(shift);
-  __m512 sum = _mm512_setzero_ps();
-  for (size_t i = 0; i < n; i += kWide) {
-    const __mmask16 m = lanes_from(i, n);
-    const __m512 e = exp_v<Avx512>(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), s));
-    _mm512_mask_storeu_ps(out + i, m, e);
+    if (out != nullptr) _mm512_mask_storeu_ps(out + i, m, e);
     sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
   }
   return hsum16(sum);

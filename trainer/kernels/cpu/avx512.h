@@ -18,10 +18,8 @@ bool use_avx512();
 namespace avx512 {
 void gelu_forward(float* out, const float* x, size_t n);
 void gelu_backward(float* dx, const float* dout, const float* x, size_t n);
-// Sum of e^{x[i] - shift} over n elements.
-float exp_sum(const float* x, size_t n, float shift);
-// out[i] = e^{x[i] - shift}, returning their sum (out may alias x).
-float exp_store_sum(float* out, const float* x, size_t n, float shift);
+// Sum of e^{x[i] - shift} over n elements; with `out`, out[i] = each term too (out may alias x).
+float exp_sum(const float* x, size_t n, float shift, float* out);
 }  // namespace avx512
 
 }  // namespace kolo::trainer::cpu

@@ -13,9 +13,7 @@ namespace kolo::trainer::cpu {
 template <typename S>
 float exp_sum(const typename S::T* x, size_t n, float shift, float* out) {
   if constexpr (S::kDType == DType::kFloat32) {
-    if (use_avx512())
-      return out != nullptr ? avx512::exp_store_sum(out, x, n, shift)
-                            : avx512::exp_sum(x, n, shift);
+    if (use_avx512()) return avx512::exp_sum(x, n, shift, out);
   }
   const __m256 m = _mm256_set1_ps(shift);
   __m256 sum = _mm256_setzero_ps();
