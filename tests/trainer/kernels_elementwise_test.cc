@@ -1,6 +1,7 @@
-// Element-wise kernels: GELU within 1e-6 relative of the double-precision exact form, every
-// backward against finite differences, add with aliasing, conversions rounding to nearest even
-// like kolo::convert's helpers, and sum_squares with its nonfinite flag.
+// Element-wise kernels: GELU within 1e-6 relative of the double-precision exact form and on
+// fp16 / bf16 the fp32 result rounded once, every backward against finite differences, add with
+// aliasing, conversions rounding to nearest even like kolo::convert's helpers, and sum_squares with
+// its nonfinite flag.
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -33,6 +34,47 @@ TEST(KernelsGelu, Fp32WithinOneMillionthOfExact) {
   cpu_backend().gelu_forward(to.data(), ts.data(), 2, DType::kFloat32);
   EXPECT_EQ(to.get(0), std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::isnan(to.get(1)));
+}
+
+// fp16 / bf16 GELU (forward and backward) compute in fp32 lanes and round once on store: bit for
+// bit the fp32 kernel on the widened inputs, rounded by kolo's conversion module. Every 16-bit
+// pattern is an input (NaN, infinities and subnormals among them), in a length that leaves a
+// partial last vector at 8 and at 16 lanes, so the in-register codecs of either width are
+// checked against comm/base/convert.h.
+TEST(KernelsGelu, HalfStorageRoundsTheFp32Result) {
+  const size_t n = 65536 + 13;
+  for (DType dt : {DType::kFloat16, DType::kBFloat16}) {
+    std::vector<uint16_t> x(n), dy(n);
+    for (size_t i = 0; i < n; ++i) {
+      x[i] = static_cast<uint16_t>(i);
+      dy[i] = static_cast<uint16_t>(i * 40503u);  // another order of the same patterns
+    }
+    std::vector<float> x32(n), dy32(n), y32(n), dx32(n);
+    convert(x32.data(), DType::kFloat32, x.data(), dt, n);
+    convert(dy32.data(), DType::kFloat32, dy.data(), dt, n);
+    Backend& be = cpu_backend();
+    be.gelu_forward(y32.data(), x32.data(), n, DType::kFloat32);
+    be.gelu_backward(dx32.data(), dy32.data(), x32.data(), n, DType::kFloat32);
+    std::vector<uint16_t> want_y(n), want_dx(n), y(n), dx(n);
+    convert(want_y.data(), dt, y32.data(), DType::kFloat32, n);
+    convert(want_dx.data(), dt, dx32.data(), DType::kFloat32, n);
+    be.gelu_forward(y.data(), x.data(), n, dt);
+    be.gelu_backward(dx.data(), dy.data(), x.data(), n, dt);
+    // Bits equal, or both NaN: which operand's payload a NaN product carries is the compiler's
+    // choice (it may swap the factors).
+    const auto same = [dt](uint16_t a, uint16_t b) {
+      float fa, fb;
+      convert(&fa, DType::kFloat32, &a, dt, 1);
+      convert(&fb, DType::kFloat32, &b, dt, 1);
+      return a == b || (std::isnan(fa) && std::isnan(fb));
+    };
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_PRED2(same, y[i], want_y[i])
+          << dtype_name(dt) << " gelu_forward of 0x" << std::hex << x[i];
+      ASSERT_PRED2(same, dx[i], want_dx[i])
+          << dtype_name(dt) << " gelu_backward at 0x" << std::hex << x[i];
+    }
+  }
 }
 
 class KernelsElementwise : public ::testing::TestWithParam<DType> {};

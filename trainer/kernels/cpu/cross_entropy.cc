@@ -1,8 +1,8 @@
 // Softmax cross-entropy fused with its log-softmax, and the argmax of logits rows: per row one max
 // pass and one exp-sum pass (the row then sits in cache), loss = log(sum e^{x - max}) + max -
 // x[target]. The backward recomputes the two statistics and writes (softmax - onehot) * dloss /
-// counted (for fp32 storage it keeps the exponentials of the sum and scales them); it reads each
-// element before writing it, so dlogits may alias logits. Rows are split across the kernel pool;
+// counted (keeping the exponentials of the sum in fp32 and scaling them); it reads each element
+// before writing it, so dlogits may alias logits. Rows are split across the kernel pool;
 // the loss is summed over rows in order, at any thread count.
 #include <cmath>
 
@@ -99,25 +99,20 @@ void cross_entropy_backward_kernel(typename S::T* dlogits, const typename S::T* 
         continue;
       }
       const size_t target = targets[n];
+      // The exponentials are stored in fp32 (in place for fp32 storage) while they are summed,
+      // then scaled while the row is in cache: one exponential per element.
+      float* e;
       if constexpr (S::kDType == DType::kFloat32) {
-        // The exponentials are stored while they are summed, then scaled in place while the
-        // row is in cache: one exponential per element, the same bits as below.
-        const float sum = exp_sum<S>(x, v, row_max<S>(x, v), d);
-        const __m256 k = _mm256_set1_ps(row_scale / sum);
-        for (size_t j = 0; j < v; j += kLanes) {
-          const size_t left = v - j;
-          store_n<F32>(d + j, _mm256_mul_ps(load_n<F32>(d + j, left), k), left);
-        }
-        d[target] -= row_scale;
-        continue;
+        e = d;
+      } else {
+        e = scratch(Slot::kB, v);
       }
-      const RowStats st = row_stats<S>(x, v);
-      const __m256 m = _mm256_set1_ps(st.max);
-      const __m256 k = _mm256_set1_ps(row_scale / st.sum);
+      const float sum = exp_sum<S>(x, v, row_max<S>(x, v), e);
+      const __m256 k = _mm256_set1_ps(row_scale / sum);
       // The target's -dloss/counted is applied in the vector that holds it, before its store.
       for (size_t j = 0; j < v; j += kLanes) {
         const size_t left = v - j;
-        __m256 g = _mm256_mul_ps(exp8(_mm256_sub_ps(load_n<S>(x + j, left), m)), k);
+        __m256 g = _mm256_mul_ps(load_n<F32>(e + j, left), k);
         if (target - j < kLanes) {
           alignas(32) float lanes[kLanes];
           _mm256_store_ps(lanes, g);

@@ -1,5 +1,5 @@
 // Internal to the CPU kernels: the exponentials pass of the softmaxes (cross-entropy's rows and
-// attention's), 16 lanes wide for fp32 where use_avx512() says so, else 8.
+// attention's), 16 lanes wide where use_avx512() says so, else 8.
 #pragma once
 
 #include "trainer/kernels/cpu/avx512.h"
@@ -8,13 +8,11 @@
 
 namespace kolo::trainer::cpu {
 
-// Sum of e^{x - shift} over n elements; with `out` (fp32 storage only) each term is stored there
-// too, out may alias x.
+// Sum of e^{x - shift} over n elements of the storage dtype; with `out` (fp32 for every storage
+// dtype) each term is stored there too, out may alias x when the storage is fp32.
 template <typename S>
 float exp_sum(const typename S::T* x, size_t n, float shift, float* out) {
-  if constexpr (S::kDType == DType::kFloat32) {
-    if (use_avx512()) return avx512::exp_sum(x, n, shift, out);
-  }
+  if (use_avx512()) return avx512::exp_sum(x, n, shift, out, S::kDType);
   const __m256 m = _mm256_set1_ps(shift);
   __m256 sum = _mm256_setzero_ps();
   for (size_t j = 0; j < n; j += kLanes) {
