@@ -3,7 +3,8 @@
 // or Avx512 (16 lanes, avx512.cc, built for AVX-512 only). exp is Cephes' expf (about 1 ulp);
 // erfc is the Chebyshev fit of Numerical Recipes (relative error below 1.2e-7 everywhere), so
 // GELU stays within 1e-6 relative of the double result (checked over [-12, 12] in
-// tests/trainer/kernels_elementwise_test.cc, on every width the CPU runs).
+// tests/trainer/kernels_elementwise_test.cc, on every width the CPU runs). Each is forced inline:
+// a loop that calls them for several storage dtypes would otherwise call them per vector.
 #pragma once
 
 #include <immintrin.h>
@@ -41,7 +42,7 @@ struct Avx2 {
 
 // e^x for every lane: 0 below -87.3 (so -inf gives an exact 0) and +inf above 88.7.
 template <typename O>
-typename O::V exp_v(typename O::V x) {
+[[gnu::always_inline]] inline typename O::V exp_v(typename O::V x) {
   const auto c = [](float v) { return O::set1(v); };
   const auto lo = c(-87.33654f);
   const auto hi = c(88.72283f);
@@ -76,7 +77,7 @@ struct ErfcParts {
   typename O::V residual;  // z^2 - zz, exact
 };
 template <typename O>
-ErfcParts<O> erfc_parts(typename O::V x) {
+[[gnu::always_inline]] inline ErfcParts<O> erfc_parts(typename O::V x) {
   const auto k = [](float v) { return O::set1(v); };
   const auto one = k(1.0f);
   // Beyond |x| = 14 (erfc ~ 1e-44) nothing changes: clamping keeps inf away from inf - inf.
@@ -100,14 +101,15 @@ ErfcParts<O> erfc_parts(typename O::V x) {
 
 // Phi from erfc(z) / 2: itself for x < 0, 1 - it for x >= 0.
 template <typename O>
-typename O::V cdf_from_half_erfc(typename O::V x, typename O::V half_erfc) {
+[[gnu::always_inline]] inline typename O::V cdf_from_half_erfc(typename O::V x,
+                                                               typename O::V half_erfc) {
   return O::select(O::lt(x, O::set1(0.0f)), half_erfc, O::sub(O::set1(1.0f), half_erfc));
 }
 
 // GELU(x) = x Phi(x) with one exp: e^{c - zz} where the rounding of c - zz (TwoSum) and the
 // square's residual are folded back in as a first-order factor.
 template <typename O>
-typename O::V gelu_v(typename O::V x) {
+[[gnu::always_inline]] inline typename O::V gelu_v(typename O::V x) {
   const ErfcParts<O> p = erfc_parts<O>(x);
   const auto neg_zz = O::neg(p.zz);
   const auto s = O::add(p.c, neg_zz);
@@ -120,7 +122,7 @@ typename O::V gelu_v(typename O::V x) {
 
 // GELU'(x) = Phi(x) + x phi(x), phi(x) = e^{-x^2/2} / sqrt(2 pi): e^{-zz} serves both.
 template <typename O>
-typename O::V gelu_grad_v(typename O::V x) {
+[[gnu::always_inline]] inline typename O::V gelu_grad_v(typename O::V x) {
   const ErfcParts<O> p = erfc_parts<O>(x);
   const auto gauss = O::mul(exp_v<O>(O::neg(p.zz)), O::sub(O::set1(1.0f), p.residual));
   const auto half_erfc = O::mul(O::mul(O::set1(0.5f), p.t), O::mul(gauss, exp_v<O>(p.c)));
