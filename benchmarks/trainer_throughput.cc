@@ -395,9 +395,8 @@ int main(int argc, char** argv) {
       const kolo::DType dt = kolo::parse_dtype(name, "--dtypes");
       if (!kt::is_storage_dtype(dt)) {
         std::fprintf(stderr,
-                     "trainer_throughput: --dtypes: '%s' is not a storage dtype (accepted: "
-                     "float32, float16, bfloat16)\n",
-                     name.c_str());
+                     "trainer_throughput: --dtypes: '%s' is not a storage dtype (accepted: %s)\n",
+                     name.c_str(), kt::kStorageDTypeNames);
         return 1;
       }
     }

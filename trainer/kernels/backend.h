@@ -12,10 +12,12 @@
 
 namespace kolo::trainer {
 
-// The storage dtypes every backend's kernels take: float32, float16 and bfloat16.
+// The storage dtypes every backend's kernels take: float32, float16 and bfloat16, and their names
+// as the errors that refuse another dtype list them.
 inline bool is_storage_dtype(DType dt) {
   return dt == DType::kFloat32 || dt == DType::kFloat16 || dt == DType::kBFloat16;
 }
+inline constexpr const char* kStorageDTypeNames = "float32, float16, bfloat16";
 
 // Where a Backend's buffers live: kCpu (cpu_backend()) or kCuda (cuda_backend() in
 // kernels/cuda/cuda_backend.h, in builds with CUDA). Host code reaches a backend's buffers only

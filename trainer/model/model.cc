@@ -22,7 +22,7 @@ uint64_t splitmix64(uint64_t& state) {
 Model::Model(Backend& backend, DType dtype, ParamLayout layout)
     : backend_(backend), dtype_(dtype), layout_(std::move(layout)) {
   KOLO_CHECK_ARG(is_storage_dtype(dtype), "model storage dtype ", dtype_name(dtype),
-                 " is not supported (accepted: float32, float16, bfloat16)");
+                 " is not supported (accepted: ", kStorageDTypeNames, ")");
   // capacity(): the zeroed slack past total() lets ZeRO cut the buffers into equal blocks.
   params_ = backend_.alloc(buffer_bytes());
   grads_ = backend_.alloc(buffer_bytes());

@@ -16,7 +16,7 @@ namespace {
 
 void check_storage(DType dtype) {
   KOLO_CHECK_ARG(is_storage_dtype(dtype), "mixed precision storage dtype: ", dtype_name(dtype),
-                 " is not supported (float32, float16, bfloat16)");
+                 " is not supported (", kStorageDTypeNames, ")");
 }
 
 }  // namespace

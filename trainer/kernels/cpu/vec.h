@@ -15,6 +15,7 @@
 #include "comm/base/convert.h"
 #include "comm/base/dtype.h"
 #include "comm/base/error.h"
+#include "trainer/kernels/backend.h"
 #include "trainer/kernels/cpu/parallel.h"
 
 namespace kolo::trainer::cpu {
@@ -120,7 +121,7 @@ decltype(auto) dispatch(DType dt, const char* kernel, Fn&& fn) {
     default: break;
   }
   KOLO_THROW(ErrorCode::kInvalidArgument, kernel, ": unsupported storage dtype ", dtype_name(dt),
-             " (accepted: float32, float16, bfloat16)");
+             " (accepted: ", kStorageDTypeNames, ")");
 }
 
 template <typename S>

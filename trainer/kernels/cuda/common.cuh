@@ -40,7 +40,7 @@ decltype(auto) dispatch(DType dt, const char* kernel, Fn&& fn) {
     default: break;
   }
   KOLO_THROW(ErrorCode::kInvalidArgument, kernel, ": unsupported storage dtype ", dtype_name(dt),
-             " (accepted: float32, float16, bfloat16)");
+             " (accepted: ", kStorageDTypeNames, ")");
 }
 
 template <typename T>
