@@ -151,10 +151,11 @@ def in_kolo_shared_memory(tensor):
     return False
 
 
-def train_large(distributed, set_to_none, steps=3):
+def train_large(distributed, set_to_none, steps=3, swap=None):
     """A 128 x 160 float64 weight (160 KiB: a gradient reduced on its own) trained on the rows
     of a batch, one row per rank, or the whole batch in one process. Returns the weight and
-    each step's gradient address."""
+    each step's gradient address. swap="new" gives the gradient a new tensor before each step
+    after the first, swap="set_" new memory under the same tensor."""
     r, n = hvd.rank(), hvd.size()
     torch.manual_seed(0)
     w = torch.nn.Parameter(torch.randn(128, 160, dtype=torch.float64))
@@ -167,6 +168,10 @@ def train_large(distributed, set_to_none, steps=3):
                         dtype=torch.float64)
         rows = x[r:r + 1] if distributed else x
         opt.zero_grad(set_to_none=set_to_none)
+        if step > 0 and swap == "new":
+            w.grad = torch.zeros_like(w)
+        elif step > 0 and swap == "set_":
+            w.grad.set_(torch.zeros_like(w))
         ((rows @ w) ** 2).sum().div(1 if distributed else n).backward()
         opt.step()
         addresses.append((w.grad.data_ptr(), in_kolo_shared_memory(w.grad)))
@@ -183,6 +188,17 @@ def test_large_gradients_move_into_shared_memory_once(set_to_none):
         assert [shared for _, shared in addresses] == [True, False, False]
     else:  # zero_grad() keeps it: autograd accumulates into the shared memory
         assert len({a for a in addresses}) == 1 and addresses[0][1]
+
+
+@pytest.mark.parametrize("swap", ["new", "set_"])
+def test_a_gradient_given_new_memory_is_reduced_there(swap):
+    """The optimizer prepares each gradient's allreduce once; a new tensor or new memory under
+    the same one is what autograd fills, and what must be reduced."""
+    if hvd.size() == 1:
+        pytest.skip("one rank reduces nothing: the optimizer hooks no gradient")
+    w, addresses = train_large(True, set_to_none=False, swap=swap)
+    assert len({a for a, _ in addresses}) == 3
+    assert torch.allclose(w, train_large(False, set_to_none=False)[0], atol=1e-12, rtol=0)
 
 
 def test_shared_gradients_can_be_turned_off(monkeypatch):

@@ -14,8 +14,8 @@ import torch
 import kolo
 from kolo.torch import basics
 from kolo.torch.compression import Compression
-from kolo.torch.ops import (Average, Adasum, _grouped_allreduce_async, allreduce_async_,
-                            sparse_allreduce_async, synchronize)
+from kolo.torch.ops import (Average, Adasum, _grouped_allreduce_async, _PreparedAllreduce,
+                            allreduce_async_, sparse_allreduce_async, synchronize)
 from kolo.torch.process_sets import global_process_set
 
 
@@ -56,6 +56,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         self._should_synchronize = True
         self._moved = set()  # parameters whose gradient was offered shared memory
+        self._prepared = {}  # parameter -> _PreparedAllreduce of its gradient
         self._share_grads = _shared_grads_enabled()
         if basics.size() > 1:
             self._register_hooks()
@@ -140,13 +141,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return shared
 
     def _allreduce_grad_async(self, p):
+        prepared = self._prepared.get(p)
+        if prepared is not None and prepared.matches(p.grad):
+            return prepared.submit(), None
         self._dense_grad(p)
         tensor = self._share(p)
         name = self._parameter_names.get(p)
         if tensor.is_sparse:
             return sparse_allreduce_async(tensor, name, self.op, self.process_set), None
-        compressed, ctx = self._compression.compress(tensor)
         pre, post = self._scales()
+        if self._compression is Compression.none and tensor.is_contiguous():
+            # The usual case: the same gradient tensor every step, reduced in place.
+            self._prepared[p] = _PreparedAllreduce(tensor, name, self.op, pre, post,
+                                                   self.process_set)
+            return self._prepared[p].submit(), None
+        compressed, ctx = self._compression.compress(tensor)
         handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre,
                                   postscale_factor=post, process_set=self.process_set)
         return handle, ctx
@@ -204,7 +213,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._allreduce_delay[key] = self.backward_passes_per_step
                 if ctx is None and output.is_sparse:
                     key.grad = output
-                else:
+                elif output is not key.grad or self._compression is not Compression.none:
                     key.grad.set_(self._compression.decompress(output, ctx))
         self._handles.clear()
         self._synchronized = True
