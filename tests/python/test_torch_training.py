@@ -201,6 +201,24 @@ def test_a_gradient_given_new_memory_is_reduced_there(swap):
     assert torch.allclose(w, train_large(False, set_to_none=False)[0], atol=1e-12, rtol=0)
 
 
+def test_op_changed_between_steps_takes_effect():
+    """opt.op is read at every step, as Horovod's optimizer reads it."""
+    if hvd.size() == 1:
+        pytest.skip("one rank reduces nothing: the optimizer hooks no gradient")
+    n = hvd.size()
+    w = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([w], lr=1.0), named_parameters=[("w", w)])
+    reduced = []
+    for op in (hvd.Average, hvd.Average, hvd.Sum, hvd.Average):
+        opt.op = op
+        opt.zero_grad()
+        (w * (hvd.rank() + 1)).sum().backward()
+        opt.step()
+        reduced.append(w.grad[0].item())
+    mean, total = (n + 1) / 2, n * (n + 1) / 2
+    assert reduced == [mean, mean, total, mean]
+
+
 def test_shared_gradients_can_be_turned_off(monkeypatch):
     if hvd.size() == 1:
         pytest.skip("one rank reduces nothing: the optimizer hooks no gradient")
