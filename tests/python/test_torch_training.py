@@ -219,6 +219,23 @@ def test_op_changed_between_steps_takes_effect():
     assert reduced == [mean, mean, total, mean]
 
 
+def test_a_backward_pass_with_a_bad_op_raises_and_the_next_one_works():
+    """A gradient the hook could not submit is not counted: fixing the setting is enough."""
+    if hvd.size() == 1:
+        pytest.skip("one rank reduces nothing: the optimizer hooks no gradient")
+    n = hvd.size()
+    w = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([w], lr=1.0), named_parameters=[("w", w)])
+    opt.op = 42
+    with pytest.raises(ValueError, match="op 42 is not one of Average, Sum"):
+        (w * (hvd.rank() + 1)).sum().backward()
+    opt.op = hvd.Sum
+    opt.zero_grad()
+    (w * (hvd.rank() + 1)).sum().backward()
+    opt.step()
+    assert w.grad.tolist() == [n * (n + 1) / 2] * 3
+
+
 def test_shared_gradients_can_be_turned_off(monkeypatch):
     if hvd.size() == 1:
         pytest.skip("one rank reduces nothing: the optimizer hooks no gradient")

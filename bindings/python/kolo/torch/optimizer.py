@@ -179,21 +179,28 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                         "before call to step(). Increase backward_passes_per_step to "
                         "accumulate gradients locally.")
             assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
+            assert self._allreduce_delay[p] > 0, (
+                "gradient of %s: no backward pass left before step()" % self._parameter_names[p])
             handle, ctx = None, None
             self._allreduce_delay[p] -= 1
             if self._allreduce_delay[p] == 0:
-                if self._groups is not None:
-                    group = self._p_to_group[p]
-                    self._group_counts[group] += 1
-                    if self._group_counts[group] == len(group):
-                        self._handles[group] = self._grouped_allreduce_grad_async(group)
-                        for member in group:
-                            self._handles.pop(member, None)
-                        self._group_counts[group] = 0
-                        return
-                else:
-                    handle, ctx = self._allreduce_grad_async(p)
+                try:
+                    if self._groups is not None:
+                        group = self._p_to_group[p]
+                        if self._group_counts[group] + 1 == len(group):
+                            self._handles[group] = self._grouped_allreduce_grad_async(group)
+                            for member in group:
+                                self._handles.pop(member, None)
+                            self._group_counts[group] = 0
+                            return
+                        self._group_counts[group] += 1
+                    else:
+                        handle, ctx = self._allreduce_grad_async(p)
+                except BaseException:
+                    # Not submitted (a bad op or process set, say): this pass did not count,
+                    # so the next backward pass or step() submits it once the cause is fixed.
+                    self._allreduce_delay[p] += 1
+                    raise
             self._handles[p] = (handle, ctx)
         return hook
 
