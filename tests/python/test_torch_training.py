@@ -201,18 +201,25 @@ def test_a_gradient_given_new_memory_is_reduced_there(swap):
     assert torch.allclose(w, train_large(False, set_to_none=False)[0], atol=1e-12, rtol=0)
 
 
-def test_op_changed_between_steps_takes_effect():
-    """opt.op is read at every step, as Horovod's optimizer reads it."""
+def rank_weighted():
+    """A 3-element weight whose gradient is rank + 1 on each rank, its DistributedOptimizer, and
+    a function that runs the backward pass."""
     if hvd.size() == 1:
         pytest.skip("one rank reduces nothing: the optimizer hooks no gradient")
-    n = hvd.size()
     w = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
     opt = hvd.DistributedOptimizer(torch.optim.SGD([w], lr=1.0), named_parameters=[("w", w)])
+    return w, opt, lambda: (w * (hvd.rank() + 1)).sum().backward()
+
+
+def test_op_changed_between_steps_takes_effect():
+    """opt.op is read at every step, as Horovod's optimizer reads it."""
+    n = hvd.size()
+    w, opt, backward = rank_weighted()
     reduced = []
     for op in (hvd.Average, hvd.Average, hvd.Sum, hvd.Average):
         opt.op = op
         opt.zero_grad()
-        (w * (hvd.rank() + 1)).sum().backward()
+        backward()
         opt.step()
         reduced.append(w.grad[0].item())
     mean, total = (n + 1) / 2, n * (n + 1) / 2
@@ -221,17 +228,14 @@ def test_op_changed_between_steps_takes_effect():
 
 def test_a_backward_pass_with_a_bad_op_raises_and_the_next_one_works():
     """A gradient the hook could not submit is not counted: fixing the setting is enough."""
-    if hvd.size() == 1:
-        pytest.skip("one rank reduces nothing: the optimizer hooks no gradient")
     n = hvd.size()
-    w = torch.nn.Parameter(torch.zeros(3, dtype=torch.float64))
-    opt = hvd.DistributedOptimizer(torch.optim.SGD([w], lr=1.0), named_parameters=[("w", w)])
+    w, opt, backward = rank_weighted()
     opt.op = 42
     with pytest.raises(ValueError, match="op 42 is not one of Average, Sum"):
-        (w * (hvd.rank() + 1)).sum().backward()
+        backward()
     opt.op = hvd.Sum
     opt.zero_grad()
-    (w * (hvd.rank() + 1)).sum().backward()
+    backward()
     opt.step()
     assert w.grad.tolist() == [n * (n + 1) / 2] * 3
 

@@ -180,7 +180,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                         "accumulate gradients locally.")
             assert not p.grad.requires_grad
             assert self._allreduce_delay[p] > 0, (
-                "gradient of %s: no backward pass left before step()" % self._parameter_names[p])
+                "the gradient of %s was computed more than backward_passes_per_step times "
+                "before step()" % self._parameter_names[p])
             handle, ctx = None, None
             self._allreduce_delay[p] -= 1
             if self._allreduce_delay[p] == 0:
