@@ -56,7 +56,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         self._should_synchronize = True
         self._moved = set()  # parameters whose gradient was offered shared memory
-        self._prepared = {}  # parameter -> (op, predivide factor, set), its _PreparedAllreduce
+        self._prepared = {}  # parameter -> _PreparedAllreduce of its gradient
         self._share_grads = _shared_grads_enabled()
         if basics.size() > 1:
             self._register_hooks()
@@ -141,21 +141,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return shared
 
     def _allreduce_grad_async(self, p):
-        settings = (self.op, self.gradient_predivide_factor, self.process_set)
+        pre, post = self._scales()
         prepared = self._prepared.get(p)
-        if prepared is not None and prepared[0] == settings and prepared[1].matches(p.grad):
-            return prepared[1].submit(), None
+        if prepared is not None and prepared.matches(p.grad, (self.op, pre, post,
+                                                              self.process_set)):
+            return prepared.submit(), None
         self._dense_grad(p)
         tensor = self._share(p)
         name = self._parameter_names.get(p)
         if tensor.is_sparse:
             return sparse_allreduce_async(tensor, name, self.op, self.process_set), None
-        pre, post = self._scales()
         if self._compression is Compression.none and tensor.is_contiguous():
             # The usual case: the same gradient tensor every step, reduced in place.
-            prepared = _PreparedAllreduce(tensor, name, self.op, pre, post, self.process_set)
-            self._prepared[p] = (settings, prepared)
-            return prepared.submit(), None
+            self._prepared[p] = _PreparedAllreduce(tensor, name, self.op, pre, post,
+                                                   self.process_set)
+            return self._prepared[p].submit(), None
         compressed, ctx = self._compression.compress(tensor)
         handle = allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre,
                                   postscale_factor=post, process_set=self.process_set)
