@@ -162,13 +162,14 @@ void kernel_tests() {
     std::vector<int32_t> targets = {5, -100, 1000, 0, 17, -100, 333, 999, 2};
     Buf logits(be, dt, random_values(size_t(N) * V, 17, 3.0f)), losses(be, DType::kFloat32, N);
     Buf dlogits(be, dt, size_t(N) * V);
-    const float loss = be.cross_entropy_forward(static_cast<float*>(losses.p), logits.p,
-                                                targets.data(), N, V, -100, dt);
+    std::vector<int32_t> argmax(N), from_loss(N);
+    const float loss = be.cross_entropy_forward(static_cast<float*>(losses.p), from_loss.data(),
+                                                logits.p, targets.data(), N, V, -100, dt);
     be.cross_entropy_backward(dlogits.p, logits.p, targets.data(), N, V, -100, 0.5f, dt);
-    std::vector<int32_t> argmax(N);
     be.argmax_rows(argmax.data(), logits.p, N, V, dt);
     return std::vector{std::vector<float>{loss}, losses.read(), dlogits.read(),
-                       std::vector<float>(argmax.begin(), argmax.end())};
+                       std::vector<float>(argmax.begin(), argmax.end()),
+                       std::vector<float>(from_loss.begin(), from_loss.end())};
   });
   compare("embedding", [](Backend& be, DType dt) {
     // 80 tokens of each type: the type rows take the GPU's path for rows of many tokens.

@@ -51,11 +51,15 @@ TEST_P(KernelsCrossEntropy, ForwardAndBackward) {
     const double want = cross_entropy_ref(testing::to_double(logits), targets, N, V, &want_losses);
     Tensor tl(dt, logits);
     std::vector<float> losses(N, -1.0f);
-    const float mean = cpu_backend().cross_entropy_forward(losses.data(), tl.data(), targets.data(),
-                                                           N, V, kIgnore, dt);
+    std::vector<int32_t> argmax(N, -1), argmax_alone(N, -2);
+    const float mean = cpu_backend().cross_entropy_forward(losses.data(), argmax.data(), tl.data(),
+                                                           targets.data(), N, V, kIgnore, dt);
     const std::string what = "V=" + std::to_string(V);
     EXPECT_NEAR(mean, want, 1e-5 + 1e-5 * std::abs(want)) << what;
     testing::expect_close(losses, want_losses, 1e-5, 1e-5, "losses " + what);
+    // The argmax of every row, ignored ones included, as argmax_rows gives it alone.
+    cpu_backend().argmax_rows(argmax_alone.data(), tl.data(), N, V, dt);
+    EXPECT_EQ(argmax, argmax_alone) << what;
 
     const float dloss = 0.7f;
     auto grad = testing::finite_difference(
@@ -75,9 +79,9 @@ TEST_P(KernelsCrossEntropy, AllIgnoredAndInPlace) {
   const auto logits = testing::random_values(N * V, 32, -2, 2, dt);
   const std::vector<int32_t> ignored(N, kIgnore), targets = {1, 8, 0};
   Tensor tl(dt, logits), dl(dt, std::vector<float>(N * V, 5.0f));
-  EXPECT_EQ(
-      cpu_backend().cross_entropy_forward(nullptr, tl.data(), ignored.data(), N, V, kIgnore, dt),
-      0.0f);
+  EXPECT_EQ(cpu_backend().cross_entropy_forward(nullptr, nullptr, tl.data(), ignored.data(), N, V,
+                                                kIgnore, dt),
+            0.0f);
   cpu_backend().cross_entropy_backward(dl.data(), tl.data(), ignored.data(), N, V, kIgnore, 1.0f,
                                        dt);
   for (float v : dl.values()) EXPECT_EQ(v, 0.0f);
@@ -93,8 +97,8 @@ TEST_P(KernelsCrossEntropy, AllIgnoredAndInPlace) {
 TEST(KernelsCrossEntropy, RejectsTargetsOutOfRange) {
   Tensor tl(DType::kFloat32, 6);
   const std::vector<int32_t> targets = {0, 3};
-  EXPECT_THROW(cpu_backend().cross_entropy_forward(nullptr, tl.data(), targets.data(), 2, 3, -100,
-                                                   DType::kFloat32),
+  EXPECT_THROW(cpu_backend().cross_entropy_forward(nullptr, nullptr, tl.data(), targets.data(), 2,
+                                                   3, -100, DType::kFloat32),
                Error);
   EXPECT_THROW(cpu_backend().cross_entropy_backward(tl.data(), tl.data(), targets.data(), 2, 3,
                                                     -100, 1.0f, DType::kFloat32),
@@ -111,9 +115,13 @@ TEST(KernelsArgmax, FirstMaximumWinsAtEveryLanePosition) {
       row[at] = 3.0f;
       if (at + 3 < V) row[at + 3] = 3.0f;  // a later tie loses
       Tensor t(dt, row);
-      int32_t got = -1;
+      int32_t got = -1, from_loss = -1;
       cpu_backend().argmax_rows(&got, t.data(), 1, V, dt);
       EXPECT_EQ(got, at) << dtype_name(dt);
+      const int32_t target = (at + 1) % V;  // a counted row: the loss is computed too
+      cpu_backend().cross_entropy_forward(nullptr, &from_loss, t.data(), &target, 1, V, kIgnore,
+                                          dt);
+      EXPECT_EQ(from_loss, at) << dtype_name(dt);
     }
   }
 }
@@ -124,6 +132,11 @@ TEST(KernelsArgmax, NanNeverWinsAndBadInputsAreRefused) {
   std::vector<int32_t> got(2, -1);
   cpu_backend().argmax_rows(got.data(), t.data(), 2, 5, DType::kFloat32);
   EXPECT_EQ(got, (std::vector<int32_t>{2, 0}));
+  const std::vector<int32_t> ignored(2, kIgnore);
+  std::vector<int32_t> from_loss(2, -1);
+  cpu_backend().cross_entropy_forward(nullptr, from_loss.data(), t.data(), ignored.data(), 2, 5,
+                                      kIgnore, DType::kFloat32);
+  EXPECT_EQ(from_loss, got);
   EXPECT_THROW(cpu_backend().argmax_rows(got.data(), t.data(), 2, 0, DType::kFloat32), Error);
   EXPECT_THROW(cpu_backend().argmax_rows(nullptr, t.data(), 2, 5, DType::kFloat32), Error);
   EXPECT_THROW(cpu_backend().argmax_rows(got.data(), t.data(), 2, 5, DType::kInt32), Error);

@@ -45,7 +45,8 @@ BlockResult run_block(DType dt) {
   be.gelu_forward(f.data(), a1.data(), kT * kI, dt);
   be.linear_forward(logits.data(), f.data(), tw2.data(), nullptr, kT, kI, kV, dt);
   BlockResult r;
-  r.loss = be.cross_entropy_forward(nullptr, logits.data(), targets.data(), kT, kV, -100, dt);
+  r.loss =
+      be.cross_entropy_forward(nullptr, nullptr, logits.data(), targets.data(), kT, kV, -100, dt);
 
   Tensor dlogits(dt, kT * kV), df(dt, kT * kI), da1(dt, kT * kI), dh(dt, kT * kC),
       dres(dt, kT * kC);

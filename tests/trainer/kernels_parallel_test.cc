@@ -169,16 +169,18 @@ TEST_P(KernelsParallelDType, AttentionLossEmbeddingAndReductions) {
 
   const int N = 33, V = 1001;
   Tensor logits = random(size_t(N) * V, 30), dlogits(dt(), size_t(N) * V);
-  Tensor losses(DType::kFloat32, N), argmax(DType::kInt32, N);
+  Tensor losses(DType::kFloat32, N), argmax(DType::kInt32, N), argmax_alone(DType::kInt32, N);
   std::vector<int32_t> targets(N);
   for (int i = 0; i < N; ++i) targets[i] = i % 3 == 0 ? -100 : (i * 37) % V;
   std::vector<float> means;
   expect_same_at_every_thread_count("cross-entropy", {&dlogits, &losses, &argmax}, [&] {
-    means.push_back(k.cross_entropy_forward(static_cast<float*>(losses.data()), logits.data(),
+    means.push_back(k.cross_entropy_forward(static_cast<float*>(losses.data()),
+                                            static_cast<int32_t*>(argmax.data()), logits.data(),
                                             targets.data(), N, V, -100, dt()));
     k.cross_entropy_backward(dlogits.data(), logits.data(), targets.data(), N, V, -100, 0.5f, dt());
-    k.argmax_rows(static_cast<int32_t*>(argmax.data()), logits.data(), N, V, dt());
+    k.argmax_rows(static_cast<int32_t*>(argmax_alone.data()), logits.data(), N, V, dt());
   });
+  EXPECT_EQ(argmax.values(), argmax_alone.values());
   EXPECT_EQ(means[0], means[1]);
   EXPECT_EQ(means[0], means[2]);
 

@@ -26,7 +26,7 @@ enum class Device : uint8_t { kCpu, kCuda };
 
 // Conventions shared by every kernel:
 // - Every buffer argument is the backend's memory (alloc()), except the integer index arrays
-//   (ids, type_ids, mask, targets) and argmax_rows' output, which are host memory on every
+//   (ids, type_ids, mask, targets) and the argmax outputs, which are host memory on every
 //   backend: they come from the data pipeline, and a device backend copies them in itself.
 // - Tensors are row-major and contiguous. "T" is the number of rows (tokens or samples).
 // - `dt` is the storage dtype of every floating-point buffer passed to the call, except the
@@ -131,9 +131,11 @@ class Backend {
   // --- loss ---------------------------------------------------------------------------------
   // Softmax cross-entropy over logits[N, V] with targets[N]; rows whose target equals
   // ignore_index do not count. losses[N] (float) gets each row's loss (0 when ignored).
-  // Returns the mean loss over counted rows (0 when none).
-  virtual float cross_entropy_forward(float* losses, const void* logits, const int32_t* targets,
-                                      int N, int V, int ignore_index, DType dt) = 0;
+  // Returns the mean loss over counted rows (0 when none). argmax[N] (host memory, may be null)
+  // gets argmax_rows' answer for every row, ignored ones included, from the same pass.
+  virtual float cross_entropy_forward(float* losses, int32_t* argmax, const void* logits,
+                                      const int32_t* targets, int N, int V, int ignore_index,
+                                      DType dt) = 0;
   // dlogits = (softmax(logits) - onehot(target)) * dloss / counted_rows; 0 on ignored rows.
   virtual void cross_entropy_backward(void* dlogits, const void* logits, const int32_t* targets,
                                       int N, int V, int ignore_index, float dloss, DType dt) = 0;

@@ -1,5 +1,5 @@
 // ConfusionMatrix and TokenAccuracy. The predictions they count come from the backend's
-// argmax_rows (Backend::argmax_rows).
+// argmax_rows, or from the argmax cross_entropy_forward returns with the loss.
 #include "trainer/metrics/classification.h"
 
 #include "comm/base/convert.h"

@@ -25,10 +25,9 @@ float Bert::mlm_forward() {
   k.layernorm_forward(a.m_v, a.m_mean, a.m_rstd, a.m_u, W(mlm_ln_w_), W(mlm_ln_b_), M, C,
                       config_.layer_norm_eps, dt);
   k.linear_forward(a.m_logits, a.m_v, W(emb_word_), W(mlm_bias_), M, C, V, dt);  // tied decoder
-  float loss = k.cross_entropy_forward(a.m_losses, a.m_logits, masked_labels_.data(), M, V,
-                                       kIgnoreIndex, dt);
   std::vector<int32_t> pred(M);
-  k.argmax_rows(pred.data(), a.m_logits, M, V, dt);
+  float loss = k.cross_entropy_forward(a.m_losses, pred.data(), a.m_logits, masked_labels_.data(),
+                                       M, V, kIgnoreIndex, dt);
   for (int i = 0; i < M; ++i) mlm_correct_ += pred[i] == masked_labels_[i];
   return loss;
 }
@@ -74,8 +73,8 @@ float Bert::cls_forward() {
     a.c_in = a.c_pd;
   }
   k.linear_forward(a.c_logits, a.c_in, W(cls_w_), W(cls_b_), B, C, NL, dt);
-  return k.cross_entropy_forward(a.c_losses, a.c_logits, cls_labels_.data(), B, NL, kIgnoreIndex,
-                                 dt);
+  return k.cross_entropy_forward(a.c_losses, nullptr, a.c_logits, cls_labels_.data(), B, NL,
+                                 kIgnoreIndex, dt);
 }
 
 void Bert::cls_backward(float dloss) {

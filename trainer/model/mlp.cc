@@ -125,7 +125,8 @@ float Mlp::forward(const FeatureBatch& batch) {
     }
   }
   forwarded_ = true;
-  return k.cross_entropy_forward(losses_, z_[n - 1], labels_.data(), B_, classes, kIgnoreIndex, dt);
+  return k.cross_entropy_forward(losses_, nullptr, z_[n - 1], labels_.data(), B_, classes,
+                                 kIgnoreIndex, dt);
 }
 
 void Mlp::backward(float dloss) {

@@ -1,9 +1,11 @@
 // Softmax cross-entropy fused with its log-softmax, and the argmax of logits rows: per row one max
-// pass and one exp-sum pass (the row then sits in cache), loss = log(sum e^{x - max}) + max -
-// x[target]. The backward recomputes the two statistics and writes (softmax - onehot) * dloss /
-// counted (keeping the exponentials of the sum in fp32 and scaling them); it reads each element
-// before writing it, so dlogits may alias logits. Rows are split across the kernel pool;
-// the loss is summed over rows in order, at any thread count.
+// pass from memory, then an exp-sum pass and the search for the first maximum while the row sits
+// in cache, loss = log(sum e^{x - max}) + max - x[target]; the forward returns the argmax too, so
+// a caller that wants both reads the logits from memory once. The backward recomputes the two
+// statistics and writes (softmax - onehot) * dloss / counted (keeping the exponentials of the sum
+// in fp32 and scaling them); it reads each element before writing it, so dlogits may alias logits.
+// Rows are split across the kernel pool; the loss is summed over rows in order, at any thread
+// count.
 #include <cmath>
 
 #include "trainer/kernels/checks.h"
@@ -15,11 +17,6 @@
 namespace kolo::trainer {
 namespace cpu {
 namespace {
-
-struct RowStats {
-  float max;
-  float sum;  // of e^{x - max}
-};
 
 // The row's largest value; NaN entries are skipped (the max instruction returns its second
 // operand when either is NaN), so a NaN reaches the loss through the exponentials instead.
@@ -36,19 +33,14 @@ float row_max(const typename S::T* x, size_t V) {
   return hmax(mx);
 }
 
+// The first index whose value equals `best`, the row's maximum (NaN entries never equal it; a
+// row without any, all NaN, gives 0).
 template <typename S>
-RowStats row_stats(const typename S::T* x, size_t V) {
-  const float row_max_value = row_max<S>(x, V);
-  return {row_max_value, exp_sum<S>(x, V, row_max_value, nullptr)};
-}
-
-// The first index of the row's largest value (NaN entries never win).
-template <typename S>
-int32_t row_argmax(const typename S::T* x, size_t V) {
-  const __m256 best = _mm256_set1_ps(row_max<S>(x, V));
+int32_t first_index_of(const typename S::T* x, size_t V, float best) {
+  const __m256 b = _mm256_set1_ps(best);
   for (size_t j = 0; j < V; j += kLanes) {
     const size_t left = V - j;
-    int hits = _mm256_movemask_ps(_mm256_cmp_ps(load_n<S>(x + j, left), best, _CMP_EQ_OQ));
+    int hits = _mm256_movemask_ps(_mm256_cmp_ps(load_n<S>(x + j, left), b, _CMP_EQ_OQ));
     if (left < kLanes) hits &= (1 << left) - 1;
     if (hits != 0) return static_cast<int32_t>(j + __builtin_ctz(hits));
   }
@@ -56,17 +48,23 @@ int32_t row_argmax(const typename S::T* x, size_t V) {
 }
 
 template <typename S>
-float cross_entropy_forward_kernel(float* losses, const typename S::T* logits,
+float cross_entropy_forward_kernel(float* losses, int32_t* argmax, const typename S::T* logits,
                                    const int32_t* targets, int N, int V, int ignore_index) {
   float* row_loss = scratch(Slot::kA, N);
   parallel_for(N, 1, [&](size_t first, size_t last) {
     for (size_t n = first; n < last; ++n) {
       const auto* x = logits + n * V;
       row_loss[n] = 0.0f;
-      if (target_counts("cross_entropy_forward", targets, static_cast<int>(n), V, ignore_index)) {
-        const RowStats st = row_stats<S>(x, V);
-        row_loss[n] = std::log(st.sum) + st.max - S::load1(x + targets[n]);
+      const bool counts =
+          target_counts("cross_entropy_forward", targets, static_cast<int>(n), V, ignore_index);
+      if (!counts && argmax == nullptr) continue;
+      // One pass from memory for the maximum; the row then sits in cache for the others.
+      const float mx = row_max<S>(x, V);
+      if (counts) {
+        const float sum = exp_sum<S>(x, V, mx, nullptr);
+        row_loss[n] = std::log(sum) + mx - S::load1(x + targets[n]);
       }
+      if (argmax != nullptr) argmax[n] = first_index_of<S>(x, V, mx);
     }
   });
   double total = 0;
@@ -130,12 +128,14 @@ void cross_entropy_backward_kernel(typename S::T* dlogits, const typename S::T* 
 
 using namespace cpu;
 
-float CpuBackend::cross_entropy_forward(float* losses, const void* logits, const int32_t* targets,
-                                        int N, int V, int ignore_index, DType dt) {
+float CpuBackend::cross_entropy_forward(float* losses, int32_t* argmax, const void* logits,
+                                        const int32_t* targets, int N, int V, int ignore_index,
+                                        DType dt) {
   check_cross_entropy("cross_entropy_forward", N, V);
   return dispatch(dt, "cross_entropy_forward", [&](auto s) {
     using S = decltype(s);
-    return cross_entropy_forward_kernel<S>(losses, as<S>(logits), targets, N, V, ignore_index);
+    return cross_entropy_forward_kernel<S>(losses, argmax, as<S>(logits), targets, N, V,
+                                           ignore_index);
   });
 }
 
@@ -156,7 +156,10 @@ void CpuBackend::argmax_rows(int32_t* out, const void* logits, int N, int V, DTy
     using S = decltype(s);
     const auto* x = as<S>(logits);
     parallel_for(N, 1, [&](size_t first, size_t last) {
-      for (size_t n = first; n < last; ++n) out[n] = row_argmax<S>(x + n * V, V);
+      for (size_t n = first; n < last; ++n) {
+        const auto* row = x + n * V;
+        out[n] = first_index_of<S>(row, V, row_max<S>(row, V));
+      }
     });
   });
 }

@@ -202,8 +202,9 @@ class CudaBackend final : public Backend {
                           const int32_t* mask, int B, int S, int C, int NH, float dropout_p,
                           uint64_t seed, uint64_t offset, DType dt) override;
 
-  float cross_entropy_forward(float* losses, const void* logits, const int32_t* targets, int N,
-                              int V, int ignore_index, DType dt) override;
+  float cross_entropy_forward(float* losses, int32_t* argmax, const void* logits,
+                              const int32_t* targets, int N, int V, int ignore_index,
+                              DType dt) override;
   void cross_entropy_backward(void* dlogits, const void* logits, const int32_t* targets, int N,
                               int V, int ignore_index, float dloss, DType dt) override;
   void argmax_rows(int32_t* out, const void* logits, int N, int V, DType dt) override;

@@ -105,11 +105,13 @@ int counted_rows(const char* kernel, const int32_t* targets, int N, int V, int i
 
 using namespace cuda;
 
-float CudaBackend::cross_entropy_forward(float* losses, const void* logits, const int32_t* targets,
-                                         int N, int V, int ignore_index, DType dt) {
+float CudaBackend::cross_entropy_forward(float* losses, int32_t* argmax, const void* logits,
+                                         const int32_t* targets, int N, int V, int ignore_index,
+                                         DType dt) {
   check_cross_entropy("cross_entropy_forward", N, V);
   const int counted = counted_rows("cross_entropy_forward", targets, N, V, ignore_index);
   if (N == 0) return 0.0f;
+  if (argmax != nullptr) argmax_rows(argmax, logits, N, V, dt);
   float* rows =
       losses != nullptr ? losses : static_cast<float*>(scratch(Slot::kH, N * sizeof(float)));
   const int32_t* targets_dev = upload(Slot::kInts0, targets, N);
