@@ -73,6 +73,50 @@ TEST_P(KernelsCrossEntropy, ForwardAndBackward) {
   }
 }
 
+// Rows longer than the kernel's chunk (2048 elements): the maximum in the last chunk (every
+// chunk rescales the sum so far), in the first, and in the middle 80 above the rest; the
+// gradient against softmax - onehot in double, the argmax against argmax_rows.
+TEST_P(KernelsCrossEntropy, LongRowsAgainstTheClosedForm) {
+  const DType dt = GetParam();
+  const double rtol = testing::storage_rtol(dt);
+  const int N = 3, V = 4500;
+  auto logits = testing::random_values(N * V, 33, -1, 1, dt);
+  for (int v = 0; v < V; ++v) {
+    logits[v] = testing::round_to(logits[v] + 6.0f * v / V, dt);          // rising
+    logits[V + v] = testing::round_to(logits[V + v] - 6.0f * v / V, dt);  // falling
+  }
+  logits[2 * V + 3000] = testing::round_to(80.0f, dt);
+  const std::vector<int32_t> targets = {4499, 10, 2047};
+  std::vector<double> want_losses;
+  cross_entropy_ref(testing::to_double(logits), targets, N, V, &want_losses);
+  std::vector<double> want_grad(N * V);
+  const auto x = testing::to_double(logits);
+  const float dloss = 0.9f;
+  for (int n = 0; n < N; ++n) {
+    double mx = x[n * V], sum = 0;
+    for (int v = 0; v < V; ++v) mx = std::max(mx, x[n * V + v]);
+    for (int v = 0; v < V; ++v) sum += std::exp(x[n * V + v] - mx);
+    for (int v = 0; v < V; ++v) {
+      want_grad[n * V + v] =
+          (std::exp(x[n * V + v] - mx) / sum - (v == targets[n] ? 1.0 : 0.0)) * dloss / N;
+    }
+  }
+  Tensor tl(dt, logits), dl(dt, N * V);
+  std::vector<float> losses(N);
+  std::vector<int32_t> argmax(N), argmax_alone(N);
+  cpu_backend().cross_entropy_forward(losses.data(), argmax.data(), tl.data(), targets.data(), N, V,
+                                      kIgnore, dt);
+  testing::expect_close(losses, want_losses, 1e-5, 1e-5, "losses");
+  cpu_backend().argmax_rows(argmax_alone.data(), tl.data(), N, V, dt);
+  EXPECT_EQ(argmax, argmax_alone);
+  EXPECT_EQ(argmax[2], 3000);
+  cpu_backend().cross_entropy_backward(dl.data(), tl.data(), targets.data(), N, V, kIgnore, dloss,
+                                       dt);
+  // fp16 stores the smallest gradients (about 1e-5) as subnormals, 6e-8 apart.
+  const double atol = dt == DType::kFloat16 ? 1e-7 : 1e-9;
+  testing::expect_close(dl.values(), want_grad, atol, 2 * rtol + 1e-5, "dlogits");
+}
+
 TEST_P(KernelsCrossEntropy, AllIgnoredAndInPlace) {
   const DType dt = GetParam();
   const int N = 3, V = 9;

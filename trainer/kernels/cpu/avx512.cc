@@ -117,6 +117,13 @@ decltype(auto) with_codec(DType dt, Fn&& fn) {
   return fn(W32{});
 }
 
+// A hint to bring the cache line of p[i] in; i may lie past the buffer (a prefetch never faults).
+template <typename T>
+void prefetch(const T* p, size_t i) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + i * sizeof(T)),
+               _MM_HINT_T0);
+}
+
 // Sum of the 16 lanes, pairwise.
 float hsum16(__m512 v) {
   alignas(64) float lanes[kWide];
@@ -153,13 +160,14 @@ void gelu_backward(void* dx, const void* dout, const void* x, size_t n, DType dt
   });
 }
 
-float exp_sum(const void* x, size_t n, float shift, float* out, DType dt) {
+float exp_sum(const void* x, size_t n, float shift, float* out, DType dt, bool prefetch_next) {
   return with_codec(dt, [&](auto w) {
     using W = decltype(w);
     const auto* v = static_cast<const typename W::T*>(x);
     const __m512 s = _mm512_set1_ps(shift);
     __m512 sum = _mm512_setzero_ps();
     for (size_t i = 0; i < n; i += kWide) {
+      if (prefetch_next) prefetch(v, n + i);
       const __mmask16 m = W32::lanes(n - i);
       const __m512 e =
           _mm512_maskz_mov_ps(m, exp_v<Avx512>(_mm512_sub_ps(W::load_n(v + i, n - i), s)));

@@ -24,8 +24,9 @@ namespace avx512 {
 void gelu_forward(void* out, const void* x, size_t n, DType dt);
 void gelu_backward(void* dx, const void* dout, const void* x, size_t n, DType dt);
 // Sum of e^{x[i] - shift} over n elements; with `out` (fp32 whatever dt is), out[i] = each term
-// too (out may alias x when dt is float32).
-float exp_sum(const void* x, size_t n, float shift, float* out, DType dt);
+// too (out may alias x when dt is float32). With prefetch_next, the n elements after x's are
+// brought into cache meanwhile (softmax.h).
+float exp_sum(const void* x, size_t n, float shift, float* out, DType dt, bool prefetch_next);
 }  // namespace avx512
 
 }  // namespace kolo::trainer::cpu

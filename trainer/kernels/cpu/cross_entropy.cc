@@ -1,11 +1,12 @@
-// Softmax cross-entropy fused with its log-softmax, and the argmax of logits rows: per row one max
-// pass from memory, then an exp-sum pass and the search for the first maximum while the row sits
-// in cache, loss = log(sum e^{x - max}) + max - x[target]; the forward returns the argmax too, so
-// a caller that wants both reads the logits from memory once. The backward recomputes the two
-// statistics and writes (softmax - onehot) * dloss / counted (keeping the exponentials of the sum
-// in fp32 and scaling them); it reads each element before writing it, so dlogits may alias logits.
-// Rows are split across the kernel pool; the loss is summed over rows in order, at any thread
-// count.
+// Softmax cross-entropy fused with its log-softmax, and the argmax of logits rows. Per row one
+// walk from memory, chunk by chunk, for the maximum and the sum of e^{x - max} (row_softmax),
+// loss = log(sum) + max - x[target]; the search for the first maximum follows while the row
+// sits in cache, so a caller that wants the loss and the argmax reads the logits once. The backward
+// recomputes the two statistics and writes (softmax - onehot) * dloss / counted (keeping the
+// exponentials of the sum in fp32 and scaling them); it reads each element before writing it, so
+// dlogits may alias logits. Rows are split across the kernel pool; the loss is summed over rows in
+// order, at any thread count.
+#include <algorithm>
 #include <cmath>
 
 #include "trainer/kernels/checks.h"
@@ -47,6 +48,34 @@ int32_t first_index_of(const typename S::T* x, size_t V, float best) {
   return 0;
 }
 
+// Rows are walked in chunks of this many elements: the chunk's maximum, then its exponentials
+// against the running maximum while the next chunk is prefetched, so each row comes from
+// memory once, behind the arithmetic. A larger maximum in a later chunk rescales the sum so far.
+constexpr size_t kChunk = 2048;
+
+struct RowSoftmax {
+  float max;  // the row's largest value (NaN skipped)
+  float sum;  // of e^{x - max}
+};
+
+// With `out`, the exponentials are stored there (fp32) and shifts[c] is the running maximum that
+// chunk c's were taken against: out[i] e^{shifts[c] - max} = e^{x[i] - max}.
+template <typename S>
+RowSoftmax row_softmax(const typename S::T* x, size_t V, float* out, float* shifts) {
+  float mx = -__builtin_inff(), sum = 0.0f;
+  for (size_t c = 0, first = 0; first < V; ++c, first += kChunk) {
+    const size_t len = std::min(kChunk, V - first);
+    const float m = std::max(mx, row_max<S>(x + first, len));
+    if (m > mx) {
+      sum *= std::exp(mx - m);
+      mx = m;
+    }
+    sum += exp_sum<S>(x + first, len, mx, out == nullptr ? nullptr : out + first, true);
+    if (shifts != nullptr) shifts[c] = mx;
+  }
+  return {mx, sum};
+}
+
 template <typename S>
 float cross_entropy_forward_kernel(float* losses, int32_t* argmax, const typename S::T* logits,
                                    const int32_t* targets, int N, int V, int ignore_index) {
@@ -58,12 +87,15 @@ float cross_entropy_forward_kernel(float* losses, int32_t* argmax, const typenam
       const bool counts =
           target_counts("cross_entropy_forward", targets, static_cast<int>(n), V, ignore_index);
       if (!counts && argmax == nullptr) continue;
-      // One pass from memory for the maximum; the row then sits in cache for the others.
-      const float mx = row_max<S>(x, V);
+      float mx;
       if (counts) {
-        const float sum = exp_sum<S>(x, V, mx, nullptr);
-        row_loss[n] = std::log(sum) + mx - S::load1(x + targets[n]);
+        const RowSoftmax st = row_softmax<S>(x, V, nullptr, nullptr);
+        row_loss[n] = std::log(st.sum) + st.max - S::load1(x + targets[n]);
+        mx = st.max;
+      } else {
+        mx = row_max<S>(x, V);
       }
+      // The row is in cache now.
       if (argmax != nullptr) argmax[n] = first_index_of<S>(x, V, mx);
     }
   });
@@ -105,19 +137,23 @@ void cross_entropy_backward_kernel(typename S::T* dlogits, const typename S::T* 
       } else {
         e = scratch(Slot::kB, v);
       }
-      const float sum = exp_sum<S>(x, v, row_max<S>(x, v), e);
-      const __m256 k = _mm256_set1_ps(row_scale / sum);
-      // The target's -dloss/counted is applied in the vector that holds it, before its store.
-      for (size_t j = 0; j < v; j += kLanes) {
-        const size_t left = v - j;
-        __m256 g = _mm256_mul_ps(load_n<F32>(e + j, left), k);
-        if (target - j < kLanes) {
-          alignas(32) float lanes[kLanes];
-          _mm256_store_ps(lanes, g);
-          lanes[target - j] -= row_scale;
-          g = _mm256_load_ps(lanes);
+      float* shifts = scratch(Slot::kC, (v + kChunk - 1) / kChunk);
+      const RowSoftmax st = row_softmax<S>(x, v, e, shifts);
+      for (size_t c = 0, first = 0; first < v; ++c, first += kChunk) {
+        const size_t end = std::min(v, first + kChunk);
+        const __m256 k = _mm256_set1_ps(row_scale / st.sum * std::exp(shifts[c] - st.max));
+        // The target's -dloss/counted is applied in the vector that holds it, before its store.
+        for (size_t j = first; j < end; j += kLanes) {
+          const size_t left = end - j;
+          __m256 g = _mm256_mul_ps(load_n<F32>(e + j, left), k);
+          if (target - j < kLanes) {
+            alignas(32) float lanes[kLanes];
+            _mm256_store_ps(lanes, g);
+            lanes[target - j] -= row_scale;
+            g = _mm256_load_ps(lanes);
+          }
+          store_n<S>(d + j, g, left);
         }
-        store_n<S>(d + j, g, left);
       }
     }
   });

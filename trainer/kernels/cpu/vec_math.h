@@ -40,7 +40,8 @@ struct Avx2 {
   static V select(Mask m, V if_true, V if_false) { return _mm256_blendv_ps(if_false, if_true, m); }
 };
 
-// e^x for every lane: 0 below -87.3 (so -inf gives an exact 0) and +inf above 88.7.
+// e^x for every lane: 0 below -87.3 (so -inf gives an exact 0) and +inf from 88.38 (where 2^n
+// leaves the exponent range; e^x itself overflows at 88.72). The softmaxes only take x <= 0.
 template <typename O>
 [[gnu::always_inline]] inline typename O::V exp_v(typename O::V x) {
   const auto c = [](float v) { return O::set1(v); };
