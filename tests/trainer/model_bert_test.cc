@@ -245,6 +245,30 @@ TEST(ModelBert, ArenaGrowsForLargerBatchesAndInputsAreChecked) {
   EXPECT_GT(loss_p, 0.0f);
 }
 
+// The MLM loss's backward writes the logits' gradient over the logits: a second backward
+// without a new forward is refused, naming the forward, and after a new forward the gradients
+// accumulate exactly twice the first pass's.
+TEST(ModelBert, BackwardNeedsItsOwnForward) {
+  BertConfig c = small_config(0.0f);
+  TokenBatch b = test_batch(c);
+  Bert m(cpu_backend(), c, DType::kFloat32, 2, 8, 3);
+  m.zero_grad();
+  m.forward(b);
+  m.backward(1.0f);
+  const ParamInfo& p = m.layout().find("cls.predictions.bias");
+  const auto* g = static_cast<const float*>(m.grad("cls.predictions.bias"));
+  const std::vector<float> once(g, g + p.numel);
+  try {
+    m.backward(1.0f);
+    ADD_FAILURE() << "a second backward ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("before forward"), std::string::npos) << e.what();
+  }
+  m.forward(b);
+  m.backward(1.0f);
+  for (size_t i = 0; i < p.numel; ++i) EXPECT_EQ(g[i], 2.0f * once[i]) << i;
+}
+
 // Central differences of the loss in double-checked fp32: each chosen tensor's element with
 // the largest analytic gradient, so the signal dominates the rounding of the loss.
 void check_finite_differences(float dropout) {
