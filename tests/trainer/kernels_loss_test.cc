@@ -115,6 +115,10 @@ TEST_P(KernelsCrossEntropy, LongRowsAgainstTheClosedForm) {
   // fp16 stores the smallest gradients (about 1e-5) as subnormals, 6e-8 apart.
   const double atol = dt == DType::kFloat16 ? 1e-7 : 1e-9;
   testing::expect_close(dl.values(), want_grad, atol, 2 * rtol + 1e-5, "dlogits");
+  // In place (the MLM head's use): the same bits.
+  cpu_backend().cross_entropy_backward(tl.data(), tl.data(), targets.data(), N, V, kIgnore, dloss,
+                                       dt);
+  EXPECT_EQ(tl.values(), dl.values());
 }
 
 TEST_P(KernelsCrossEntropy, AllIgnoredAndInPlace) {
