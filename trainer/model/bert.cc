@@ -195,10 +195,8 @@ void Bert::carve(ArenaCarver& c, int B, int S, int M) {
   a.bqkv = c.take(T * 3 * C * es);
   if (config_.mlm_head) {
     for (void** s : {&a.m_h, &a.m_t, &a.m_u, &a.m_v, &a.m_d1, &a.m_d2}) *s = c.take(M * C * es);
-    // The loss's backward writes the logits' gradient over the logits, which nothing reads
-    // after it: one M x V buffer instead of two (backward() then asks for a new forward).
+    // Also the logits' gradient: mlm_backward() writes it over them.
     a.m_logits = c.take(M * V * es);
-    a.m_dlogits = a.m_logits;
     for (float** s : {&a.m_mean, &a.m_rstd, &a.m_losses}) *s = c.take<float>(M * 4);
   }
   if (NL > 0) {

@@ -42,10 +42,12 @@ void Bert::mlm_backward(float dloss) {
   const int M = M_, C = config_.hidden, V = config_.vocab_size;
   auto W = [this](size_t off) { return at(params(), off); };
   auto G = [this](size_t off) { return at(grads(), off); };
-  k.cross_entropy_backward(a.m_dlogits, a.m_logits, masked_labels_.data(), M, V, kIgnoreIndex,
-                           dloss, dt);
+  // The logits' gradient goes over the logits, which nothing reads after this: one M x V
+  // buffer instead of two (backward() then asks for a new forward).
+  k.cross_entropy_backward(a.m_logits, a.m_logits, masked_labels_.data(), M, V, kIgnoreIndex, dloss,
+                           dt);
   // The decoder's weight gradient accumulates into the word embeddings' gradient (tied).
-  k.linear_backward(a.m_d1, G(emb_word_), G(mlm_bias_), a.m_dlogits, a.m_v, W(emb_word_), M, C, V,
+  k.linear_backward(a.m_d1, G(emb_word_), G(mlm_bias_), a.m_logits, a.m_v, W(emb_word_), M, C, V,
                     dt);
   k.layernorm_backward(a.m_d2, G(mlm_ln_w_), G(mlm_ln_b_), a.m_d1, a.m_u, a.m_mean, a.m_rstd,
                        W(mlm_ln_w_), M, C, dt);

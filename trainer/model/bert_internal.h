@@ -35,7 +35,7 @@ struct Bert::Acts {
   // Scratch [T, C] x 4, [T, I] x 2, [T, 3C]; gy carries the gradient down the layers.
   void *gy, *bA, *bB, *bC, *b4a, *b4b, *bqkv;
   // MLM head over the M gathered rows.
-  void *m_h, *m_t, *m_u, *m_v, *m_logits, *m_dlogits, *m_d1, *m_d2;
+  void *m_h, *m_t, *m_u, *m_v, *m_logits, *m_d1, *m_d2;
   float *m_mean, *m_rstd, *m_losses;
   // Classification head over the B [CLS] rows.
   void *c_h, *c_p, *c_pt, *c_pd, *c_logits, *c_dlogits, *c_d1, *c_d2;
