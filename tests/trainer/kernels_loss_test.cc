@@ -150,6 +150,23 @@ TEST(KernelsCrossEntropy, RejectsTargetsOutOfRange) {
   EXPECT_THROW(cpu_backend().cross_entropy_backward(tl.data(), tl.data(), targets.data(), 2, 3,
                                                     -100, 1.0f, DType::kFloat32),
                Error);
+  // Null targets are refused by name (a crash before), and nothing is written first.
+  std::vector<int32_t> argmax(2, -7);
+  for (int pass = 0; pass < 2; ++pass) {
+    try {
+      if (pass == 0) {
+        cpu_backend().cross_entropy_forward(nullptr, argmax.data(), tl.data(), nullptr, 2, 3, -100,
+                                            DType::kFloat32);
+      } else {
+        cpu_backend().cross_entropy_backward(tl.data(), tl.data(), nullptr, 2, 3, -100, 1.0f,
+                                             DType::kFloat32);
+      }
+      ADD_FAILURE() << "null targets accepted, pass " << pass;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("targets is null"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(argmax, (std::vector<int32_t>{-7, -7}));
 }
 
 TEST(KernelsArgmax, FirstMaximumWinsAtEveryLanePosition) {

@@ -39,12 +39,17 @@ void check_cross_entropy(const char* kernel, int N, int V) {
   KOLO_CHECK_ARG(N >= 0 && V >= 1, kernel, ": sizes must be N >= 0, V >= 1; got N=", N, " V=", V);
 }
 
-bool target_counts(const char* kernel, const int32_t* targets, int n, int V, int ignore_index) {
-  const int32_t t = targets[n];
-  if (t == ignore_index) return false;
-  KOLO_CHECK_ARG(t >= 0 && t < V, kernel, ": target ", t, " of row ", n, " is outside [0, ", V,
-                 ") and is not ignore_index ", ignore_index);
-  return true;
+int counted_rows(const char* kernel, const int32_t* targets, int N, int V, int ignore_index) {
+  KOLO_CHECK_ARG(targets != nullptr || N == 0, kernel, ": targets is null");
+  int counted = 0;
+  for (int n = 0; n < N; ++n) {
+    const int32_t t = targets[n];
+    if (t == ignore_index) continue;
+    KOLO_CHECK_ARG(t >= 0 && t < V, kernel, ": target ", t, " of row ", n, " is outside [0, ", V,
+                   ") and is not ignore_index ", ignore_index);
+    ++counted;
+  }
+  return counted;
 }
 
 }  // namespace kolo::trainer

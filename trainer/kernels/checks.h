@@ -16,8 +16,9 @@ int32_t check_id(const char* kernel, const char* what, int32_t id, size_t token)
 void check_dropout_p(const char* kernel, float p);
 void check_attention(const char* kernel, int B, int S, int C, int NH, float p);
 void check_cross_entropy(const char* kernel, int N, int V);
-// Whether row n counts (its target is not ignore_index); a target outside [0, V) that is not
-// ignore_index is an error.
-bool target_counts(const char* kernel, const int32_t* targets, int n, int V, int ignore_index);
+// The number of rows whose target is not ignore_index, checked before any row is touched: null
+// targets (N > 0) and a target outside [0, V) that is not ignore_index are errors naming the
+// kernel and the row. Targets are host memory on every backend.
+int counted_rows(const char* kernel, const int32_t* targets, int N, int V, int ignore_index);
 
 }  // namespace kolo::trainer

@@ -78,14 +78,14 @@ RowSoftmax row_softmax(const typename S::T* x, size_t V, float* out, float* shif
 
 template <typename S>
 float cross_entropy_forward_kernel(float* losses, int32_t* argmax, const typename S::T* logits,
-                                   const int32_t* targets, int N, int V, int ignore_index) {
+                                   const int32_t* targets, int N, int V, int ignore_index,
+                                   int counted) {
   float* row_loss = scratch(Slot::kA, N);
   parallel_for(N, 1, [&](size_t first, size_t last) {
     for (size_t n = first; n < last; ++n) {
       const auto* x = logits + n * V;
       row_loss[n] = 0.0f;
-      const bool counts =
-          target_counts("cross_entropy_forward", targets, static_cast<int>(n), V, ignore_index);
+      const bool counts = targets[n] != ignore_index;
       if (!counts && argmax == nullptr) continue;
       float mx;
       if (counts) {
@@ -100,12 +100,8 @@ float cross_entropy_forward_kernel(float* losses, int32_t* argmax, const typenam
     }
   });
   double total = 0;
-  int counted = 0;
   for (int n = 0; n < N; ++n) {
-    if (targets[n] != ignore_index) {
-      total += row_loss[n];
-      ++counted;
-    }
+    if (targets[n] != ignore_index) total += row_loss[n];
     if (losses != nullptr) losses[n] = row_loss[n];
   }
   return counted == 0 ? 0.0f : static_cast<float>(total / counted);
@@ -114,10 +110,7 @@ float cross_entropy_forward_kernel(float* losses, int32_t* argmax, const typenam
 template <typename S>
 void cross_entropy_backward_kernel(typename S::T* dlogits, const typename S::T* logits,
                                    const int32_t* targets, int N, int V, int ignore_index,
-                                   float dloss) {
-  int counted = 0;
-  for (int n = 0; n < N; ++n)
-    counted += target_counts("cross_entropy_backward", targets, n, V, ignore_index);
+                                   int counted, float dloss) {
   const float row_scale = counted == 0 ? 0.0f : dloss / counted;
   const size_t v = V;
   parallel_for(N, 1, [&](size_t first, size_t last) {
@@ -168,20 +161,22 @@ float CpuBackend::cross_entropy_forward(float* losses, int32_t* argmax, const vo
                                         const int32_t* targets, int N, int V, int ignore_index,
                                         DType dt) {
   check_cross_entropy("cross_entropy_forward", N, V);
+  const int counted = counted_rows("cross_entropy_forward", targets, N, V, ignore_index);
   return dispatch(dt, "cross_entropy_forward", [&](auto s) {
     using S = decltype(s);
     return cross_entropy_forward_kernel<S>(losses, argmax, as<S>(logits), targets, N, V,
-                                           ignore_index);
+                                           ignore_index, counted);
   });
 }
 
 void CpuBackend::cross_entropy_backward(void* dlogits, const void* logits, const int32_t* targets,
                                         int N, int V, int ignore_index, float dloss, DType dt) {
   check_cross_entropy("cross_entropy_backward", N, V);
+  const int counted = counted_rows("cross_entropy_backward", targets, N, V, ignore_index);
   dispatch(dt, "cross_entropy_backward", [&](auto s) {
     using S = decltype(s);
     cross_entropy_backward_kernel<S>(as<S>(dlogits), as<S>(logits), targets, N, V, ignore_index,
-                                     dloss);
+                                     counted, dloss);
   });
 }
 

@@ -92,14 +92,6 @@ __global__ void argmax_kernel(int32_t* out, const T* logits, int N, int V) {
   }
 }
 
-// The number of rows that count (targets are host memory, checked here).
-int counted_rows(const char* kernel, const int32_t* targets, int N, int V, int ignore_index) {
-  KOLO_CHECK_ARG(targets != nullptr || N == 0, kernel, ": targets is null");
-  int counted = 0;
-  for (int n = 0; n < N; ++n) counted += target_counts(kernel, targets, n, V, ignore_index);
-  return counted;
-}
-
 }  // namespace
 }  // namespace cuda
 
