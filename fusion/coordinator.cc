@@ -60,6 +60,14 @@ const Request& first_request(const std::vector<const Request*>& by_rank) {
   KOLO_THROW(ErrorCode::kInternal, "a ready tensor without any request");
 }
 
+// The grouped allreduce a name belongs to on any rank ("" for none): a name that one rank
+// groups and another does not is decided with the group, which then fails as a whole.
+const std::string& group_of(const std::vector<const Request*>& by_rank) {
+  for (const Request* q : by_rank)
+    if (q && !q->group.empty()) return q->group;
+  return first_request(by_rank).group;
+}
+
 size_t element_count(const std::vector<int64_t>& shape) {
   size_t n = 1;
   for (int64_t d : shape) n *= static_cast<size_t>(d);
@@ -95,8 +103,18 @@ std::vector<Response> Coordinator::decide(const std::vector<std::vector<Request>
   std::map<std::string, std::vector<const Request*>> waiting;
   std::vector<std::string> groups;                          // in order of first appearance
   std::map<std::string, std::vector<std::string>> members;  // ready members of each group
+  std::map<std::string, std::vector<std::string>> held;     // members any rank holds
+  auto forget = [&](const std::string& name) {
+    first_seen_.erase(name);
+    warned_.erase(name);
+  };
   for (const auto& name : order) {
     const auto& by_rank = by_name[name];
+    for (const Request* q : by_rank)
+      if (q && !q->group.empty()) {
+        auto& names = held[q->group];
+        if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+      }
     bool ready = true;
     for (int r = 0; r < size_; ++r)
       ready = ready && (by_rank[static_cast<size_t>(r)] || joined[static_cast<size_t>(r)]);
@@ -104,24 +122,29 @@ std::vector<Response> Coordinator::decide(const std::vector<std::vector<Request>
       waiting[name] = by_rank;
       continue;
     }
-    if (const std::string& group = first_request(by_rank).group; !group.empty()) {
+    if (const std::string& group = group_of(by_rank); !group.empty()) {
       if (members[group].empty()) groups.push_back(group);
       members[group].push_back(name);
       continue;
     }
-    first_seen_.erase(name);
-    warned_.erase(name);
+    forget(name);
     out.push_back(decide_ready(name, by_rank));
   }
-  // A group runs once every member is ready everywhere; until then its members wait.
+  // A group runs once every member is ready everywhere; until then its members wait. Ranks
+  // that disagree on a ready member (or on the group itself: its size, its members) fail the
+  // whole group at once, every member any rank holds, so none is left pending on one rank.
   for (const auto& group : groups) {
     const auto& ready = members[group];
-    if (static_cast<int32_t>(ready.size()) >= first_request(by_name[ready[0]]).group_size) {
-      for (const auto& name : ready) {
-        first_seen_.erase(name);
-        warned_.erase(name);
+    Response resp = decide_group(group, ready, by_name);
+    const bool complete =
+        static_cast<int32_t>(ready.size()) >= first_request(by_name[ready[0]]).group_size;
+    if (resp.kind == Response::Kind::kError) resp.names = held[group];
+    if (resp.kind == Response::Kind::kError || complete) {
+      for (const auto& name : resp.names) {
+        forget(name);
+        waiting.erase(name);
       }
-      out.push_back(decide_group(group, ready, by_name));
+      out.push_back(std::move(resp));
     } else {
       for (const auto& name : ready) waiting[name] = by_name[name];
     }

@@ -24,7 +24,7 @@ class Coordinator {
  private:
   // A name every rank has (or has joined past): checked for agreement.
   Response decide_ready(const std::string& name, const std::vector<const Request*>& by_rank) const;
-  // A grouped allreduce whose members are all ready everywhere: one response for all of them.
+  // The ready members of a grouped allreduce, checked together: one response for all of them.
   Response decide_group(const std::string& group, const std::vector<std::string>& members,
                         std::map<std::string, std::vector<const Request*>>& by_name) const;
   void inspect_stalls(const std::map<std::string, std::vector<const Request*>>& pending,

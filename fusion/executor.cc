@@ -208,8 +208,20 @@ void Executor::unpack_all(ProcessSet& set, const std::vector<const Response*>& g
 }
 
 void Executor::finish(ProcessSet& set, const Response& response, const Status& status) {
+  std::vector<std::string> groups;  // a failed member fails the rest of its group here too
   for (const auto& name : response.names)
-    if (auto it = set.pending.find(name); it != set.pending.end()) complete(set, it, status);
+    if (auto it = set.pending.find(name); it != set.pending.end()) {
+      if (!status.ok && !it->second.request.group.empty())
+        groups.push_back(it->second.request.group);
+      complete(set, it, status);
+    }
+  if (groups.empty()) return;
+  for (auto it = set.pending.begin(); it != set.pending.end();) {
+    const auto next = std::next(it);  // release() unlinks `it` only
+    if (std::find(groups.begin(), groups.end(), it->second.request.group) != groups.end())
+      complete(set, it, status);
+    it = next;
+  }
 }
 
 void Executor::complete(ProcessSet& set, PendingMap::iterator op, const Status& status) {

@@ -250,6 +250,9 @@ def test_mismatches_raise_horovod_internal_error():
                                             op=hvd.Sum if r == 0 else hvd.Max)),
         ("root", lambda: hvd.broadcast(torch.zeros(2), r, name="mm.root")),
         ("shape", lambda: hvd.allgather(torch.zeros(1, r + 1), name="mm.gather")),
+        # Each rank groups its own number of members: all of them fail on every rank, none
+        # stays pending (the next case reuses the name and must get the closed form).
+        ("group", lambda: hvd.grouped_allreduce([torch.ones(3)] * (1 + r), name="mm.group")),
     ]
     for field, call in cases:
         with pytest.raises(hvd.HorovodInternalError, match=field + " mismatch") as caught:
@@ -257,6 +260,9 @@ def test_mismatches_raise_horovod_internal_error():
         assert isinstance(caught.value, kolo.MismatchError)
         assert isinstance(caught.value, kolo.KoloError)
     assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == n  # later ops are unaffected
+    out = hvd.grouped_allreduce([torch.full((3,), r + 1.0), torch.full((3,), 10.0 * (r + 1))],
+                                name="mm.group", op=hvd.Sum)
+    assert [t.tolist() for t in out] == [[n * (n + 1) / 2] * 3, [5.0 * n * (n + 1)] * 3]
 
 
 @pytest.mark.parametrize("names", [("KOLO_STALL_SHUTDOWN_SECONDS", "KOLO_STALL_CHECK_SECONDS"),

@@ -58,6 +58,51 @@ TEST(EngineGroup, RanksThatGroupDifferentlyGetAnErrorNamingTheGroup) {
   }
 }
 
+// Ranks whose groups hold different members: every member any rank holds fails on every rank
+// at once (none stays pending on one rank, where a later op of its name would meet it), and
+// the same names then work. Without the stall shutdown (20 s) a member left behind would
+// never finish; the waits below give it 10 s.
+TEST(EngineGroup, GroupsWithDifferentMembersFailEveryMemberEverywhere) {
+  // Members per rank: a group of 1 against 2; 3 against 2 at three ranks; two plain ops on
+  // rank 0 against a group of three on rank 1.
+  const std::vector<std::vector<int>> cases{{1, 2}, {3, 2, 3}, {0, 3}};
+  for (const auto& sizes : cases) {
+    auto messages =
+        run_thread_ranks(int(sizes.size()), TransportKind::kShm, [&](Communicator& comm) {
+          Engine eng(borrowed(comm), quick_options(20));
+          const int r = comm.rank(), mine = sizes[size_t(r)];
+          std::vector<std::vector<float>> data(3, std::vector<float>(4, 1.0f));
+          std::vector<TensorView> views;
+          for (auto& d : data) views.push_back({d.data(), DType::kFloat32, {4}});
+          const std::vector<std::string> names{"g.0", "g.1", "g.2"};
+          std::vector<Handle> handles;
+          if (mine == 0) {
+            handles = {eng.allreduce("g.0", views[0], views[0]),
+                       eng.allreduce("g.1", views[1], views[1])};
+          } else {
+            handles = eng.grouped_allreduce({names.begin(), names.begin() + mine},
+                                            {views.begin(), views.begin() + mine});
+          }
+          std::string message;
+          for (const Handle& h : handles) {
+            EXPECT_TRUE(h.wait(10s)) << "rank " << r << " of " << sizes.size();
+            EXPECT_FALSE(h.status().ok);
+            message = h.status().message;
+          }
+          // The names are free again everywhere: a group of two gives the closed form.
+          for (size_t i = 0; i < 2; ++i)
+            std::fill(data[i].begin(), data[i].end(), float(r + 1 + 10 * i));
+          auto again = eng.grouped_allreduce({"g.0", "g.1"}, {views[0], views[1]});
+          again[0].check();
+          const int n = comm.size();
+          EXPECT_FLOAT_EQ(data[0][3], float(n * (n + 1) / 2));
+          EXPECT_FLOAT_EQ(data[1][3], float(n * (n + 1) / 2 + 10 * n));
+          return message;
+        });
+    for (const auto& m : messages) EXPECT_NE(m.find("group mismatch"), std::string::npos) << m;
+  }
+}
+
 TEST(EngineGroup, MembersWithDifferentDtypesAreRefused) {
   run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
     Engine eng(borrowed(comm), quick_options(2));
