@@ -28,6 +28,7 @@ Engine::Impl::Impl(std::shared_ptr<Communicator> comm, EngineOptions opts)
       yield_to_app_(waiters_drive(options_.progress, world_->local_size(), world_->host_cpus())) {
   check_settings_agree();
   sets_.push_back(std::make_shared<ProcessSet>(0, world_->split(0, world_->rank()), options_));
+  set_ranks_.push_back("all " + std::to_string(world_->size()));
   if (!options_.timeline_path.empty()) {
     timeline_.start(timeline::timeline_path_for_rank(options_.timeline_path, world_->rank()),
                     world_->rank());
@@ -170,8 +171,10 @@ void check_alltoall_splits(Request& r, int set_size) {
 // The checks that need the set (under mutex_): it exists, alltoall splits and broadcast roots
 // fit its size.
 void Engine::Impl::check_set(int set) {
-  KOLO_CHECK_ARG(set >= 0 && set < static_cast<int>(sets_.size()) && sets_[set], "process set ",
-                 set, " does not exist on rank ", world_->rank());
+  KOLO_CHECK_ARG(set >= 0 && set < static_cast<int>(sets_.size()), "process set ", set,
+                 " does not exist (", sets_.size(), " registered on rank ", world_->rank(), ")");
+  KOLO_CHECK_ARG(sets_[set] != nullptr, "rank ", world_->rank(), " is not a member of process set ",
+                 set, " (ranks ", set_ranks_[set], ")");
 }
 
 void Engine::Impl::check_against_set(Request& r, const Memory& input, int set) {
@@ -515,15 +518,45 @@ std::vector<Response> Engine::Impl::negotiate(ProcessSet& set, bool joined,
 }
 
 int Engine::Impl::add_process_set(const std::vector<int>& ranks) {
-  const bool member = std::find(ranks.begin(), ranks.end(), world_->rank()) != ranks.end();
   int id;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     id = static_cast<int>(sets_.size());
   }
+  // Every rank's list is compared before anything is split, and checked after: ranks that pass
+  // different lists, or one that is not a set of this job's ranks, fail the same way everywhere
+  // (splitting by each rank's own list would give each its own set, silently).
+  std::vector<int32_t> mine{static_cast<int32_t>(ranks.size())};  // never empty
+  mine.insert(mine.end(), ranks.begin(), ranks.end());
+  std::sort(mine.begin() + 1, mine.end());
+  const size_t world = static_cast<size_t>(world_->size());
+  int64_t my_count = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> sizes(world);
+  world_->allgather(&my_count, sizes.data(), 1, DType::kInt64);
+  std::vector<size_t> counts(sizes.begin(), sizes.end());
+  std::vector<int32_t> all(std::accumulate(counts.begin(), counts.end(), size_t{0}));
+  world_->allgatherv(mine.data(), mine.size(), all.data(), counts, DType::kInt32);
+  std::vector<std::string> per_rank;
+  for (size_t r = 0, at = 0; r < world; at += counts[r++])
+    per_rank.push_back(
+        "[" + join_text(std::vector<int32_t>(all.begin() + at + 1, all.begin() + at + counts[r])) +
+        "]");
+  bootstrap::require_same_on_every_rank("the ranks of process set " + std::to_string(id), per_rank,
+                                        world_->rank());
+  const std::vector<int32_t> sorted(mine.begin() + 1, mine.end());
+  KOLO_CHECK_ARG(!sorted.empty(), "add_process_set: a process set needs at least one rank");
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    KOLO_CHECK_ARG(sorted[i] >= 0 && sorted[i] < static_cast<int32_t>(world),
+                   "add_process_set: ", sorted[i], " is not a rank of this job of ", world,
+                   " (ranks ", per_rank[0], ")");
+    KOLO_CHECK_ARG(i == 0 || sorted[i] != sorted[i - 1], "add_process_set: rank ", sorted[i],
+                   " is given twice (ranks ", per_rank[0], ")");
+  }
+  const bool member = std::binary_search(sorted.begin(), sorted.end(), world_->rank());
   auto comm = world_->split(member ? 1 : kUndefinedColor, world_->rank());
   std::lock_guard<std::mutex> lock(mutex_);
   sets_.push_back(member ? std::make_shared<ProcessSet>(id, comm, options_) : nullptr);
+  set_ranks_.push_back(per_rank[0]);
   return id;
 }
 

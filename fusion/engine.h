@@ -164,8 +164,9 @@ class Engine {
   // rank has joined. output_value() is the last rank to join.
   Handle join(const OpOptions& options = {});
 
-  // A process set over the given world ranks; collective: every rank calls it in the same
-  // order. Returns its id for OpOptions::process_set.
+  // A process set over the given world ranks (any order, each once); collective: every rank
+  // calls it in the same order with the same ranks, or every rank gets kMismatch naming the
+  // lists. Returns its id for OpOptions::process_set.
   int add_process_set(const std::vector<int>& ranks);
 
   void start_timeline(const std::string& path);

@@ -113,6 +113,7 @@ class Engine::Impl {
   // world set's negotiation agrees on it), since ranks register it at different moments and
   // cycling it early on one rank would leave its peers in another collective.
   std::vector<std::shared_ptr<ProcessSet>> sets_;
+  std::vector<std::string> set_ranks_;  // per set: its world ranks as text, for messages
   size_t active_sets_ = 1;
   std::map<int, uint64_t> barriers_;  // per set: barriers submitted so far
   bool stopping_ = false, dead_ = false;

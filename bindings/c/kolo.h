@@ -119,7 +119,8 @@ kolo_status kolo_barrier_async(const kolo_options* options, kolo_handle** handle
 /* This rank has no more data; the handle's value (kolo_handle_value) is the last rank to join. */
 kolo_status kolo_join_async(const kolo_options* options, kolo_handle** handle);
 
-/* Handles. kolo_wait returns KOLO_PENDING when `timeout_seconds` passed first. */
+/* Handles. kolo_wait returns KOLO_PENDING when `timeout_seconds` passed first (a negative
+ * timeout polls; one past a year, infinity included, waits a year; NaN is refused). */
 kolo_status kolo_wait(kolo_handle* handle, double timeout_seconds);
 kolo_status kolo_poll(kolo_handle* handle);
 const char* kolo_handle_error(kolo_handle* handle);
@@ -129,7 +130,9 @@ kolo_status kolo_handle_output(kolo_handle* handle, const void** data, size_t* b
 int64_t kolo_handle_value(kolo_handle* handle);
 void kolo_handle_free(kolo_handle* handle);
 
-/* Process sets: collective over all ranks, called in the same order everywhere. */
+/* Process sets: collective over all ranks, called in the same order everywhere with the same
+ * ranks (in any order, each once). Ranks that pass different lists all get KOLO_ERR_MISMATCH
+ * naming two of them; a rank outside the job or given twice, KOLO_ERR_INVALID_ARGUMENT. */
 kolo_status kolo_add_process_set(const int* ranks, int count, int* process_set);
 
 /* Timeline (Chrome trace JSON, also KOLO_TIMELINE). */

@@ -3,6 +3,8 @@
 // thread-local message.
 #include "bindings/c/kolo.h"
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -243,15 +245,25 @@ kolo_status kolo_join_async(const kolo_options* options, kolo_handle** handle) {
   return submit(handle, [&] { return engine()->join(convert(options)); });
 }
 
+// A refused argument of the handle calls, which need no try block: the status and the
+// message kolo_last_error() gives.
+kolo_status refuse(const std::string& message) {
+  g_last_error = "kolo: " + message;
+  return KOLO_ERR_INVALID_ARGUMENT;
+}
+
 kolo_status kolo_wait(kolo_handle* handle, double timeout_seconds) {
-  if (!handle) return KOLO_ERR_INVALID_ARGUMENT;
-  auto ms = std::chrono::milliseconds(static_cast<int64_t>(timeout_seconds * 1000));
+  if (!handle) return refuse("kolo_wait: the handle is null");
+  if (std::isnan(timeout_seconds)) return refuse("kolo_wait: timeout_seconds is NaN");
+  // Negative: a poll; past a year (infinity included): a year.
+  const double seconds = std::clamp(timeout_seconds, 0.0, 365.0 * 24 * 3600);
+  auto ms = std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
   if (!handle->handle.wait(ms)) return KOLO_PENDING;
   return kolo_poll(handle);
 }
 
 kolo_status kolo_poll(kolo_handle* handle) {
-  if (!handle) return KOLO_ERR_INVALID_ARGUMENT;
+  if (!handle) return refuse("kolo_poll: the handle is null");
   if (!handle->handle.done()) return KOLO_PENDING;
   auto status = handle->handle.status();
   if (status.ok) return KOLO_OK;
@@ -264,7 +276,12 @@ const char* kolo_handle_error(kolo_handle* handle) {
 }
 
 kolo_status kolo_handle_output(kolo_handle* handle, const void** data, size_t* bytes) {
-  if (!handle || !data || !bytes) return KOLO_ERR_INVALID_ARGUMENT;
+  if (!handle || !data || !bytes)
+    return refuse(std::string("kolo_handle_output: the ") +
+                  (!handle ? "handle"
+                   : !data ? "data pointer"
+                           : "bytes pointer") +
+                  " is null");
   // The output exists only once the op has finished, and only if it succeeded.
   const kolo_status done = kolo_poll(handle);
   if (done != KOLO_OK) return done;

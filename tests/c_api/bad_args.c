@@ -68,6 +68,23 @@ int main(void) {
   expect_invalid(kolo_add_process_set(NULL, 2, &set), "null ranks", "null pointer");
   const int both[2] = {0, 1};
   expect_invalid(kolo_add_process_set(both, 2, NULL), "null process_set", "process_set pointer");
+  /* Collective: every rank passes the same bad list and gets the same refusal. */
+  const int twice[2] = {0, 0}, outside[2] = {0, 9};
+  expect_invalid(kolo_add_process_set(twice, 2, &set), "rank given twice", "given twice");
+  expect_invalid(kolo_add_process_set(outside, 2, &set), "rank 9", "9 is not a rank of this job");
+  expect_invalid(kolo_add_process_set(both, 0, &set), "no ranks", "at least one rank");
+  const int own[1] = {rank};
+  const kolo_status differ = kolo_add_process_set(own, 1, &set);
+  if (differ != KOLO_ERR_MISMATCH || !strstr(kolo_last_error(), "rank 0 uses [0], rank 1 uses [1]"))
+    failures++;
+  printf("bad_args: %s each rank its own set: status %d, \"%s\"\n",
+         differ == KOLO_ERR_MISMATCH ? "PASS" : "FAIL", (int)differ, kolo_last_error());
+  /* The handle calls name what is null, so kolo_last_error() is never an earlier call's. */
+  expect_invalid(kolo_wait(NULL, 1), "wait on a null handle", "kolo_wait: the handle is null");
+  expect_invalid(kolo_poll(NULL), "poll on a null handle", "kolo_poll: the handle is null");
+  const void* nowhere = NULL;
+  expect_invalid(kolo_handle_output(NULL, &nowhere, NULL), "output of a null handle",
+                 "kolo_handle_output: the handle is null");
 
   /* An op rank 1 submits only after a barrier: on rank 0 it is pending meanwhile. */
   float late[4] = {1, 2, 3, 4};
@@ -84,6 +101,10 @@ int main(void) {
   kolo_comm_barrier();
   if (rank != 0) kolo_allreduce_async("late", late, late, 4, KOLO_FLOAT32, NULL, &pending);
   if (kolo_wait(pending, 60) != KOLO_OK || late[3] != 4.0f * (float)kolo_size()) failures++;
+  expect_invalid(kolo_wait(pending, NAN), "NaN timeout", "timeout_seconds is NaN");
+  const int limits_ok = kolo_wait(pending, INFINITY) == KOLO_OK && kolo_wait(pending, -1) == KOLO_OK;
+  if (!limits_ok) failures++;
+  printf("bad_args: %s infinite and negative timeouts on a finished op\n", limits_ok ? "PASS" : "FAIL");
   kolo_handle_free(pending);
 
   /* The bitwise ops on integers, through the engine and directly. */

@@ -224,7 +224,8 @@ def test_process_sets():
     got = hvd.grouped_allreduce([x, x[:1]], op=hvd.Max, process_set=mine)
     assert got[1].tolist() == [float(max(mine.ranks))]
     hvd.barrier(process_set=mine)
-    with pytest.raises(ValueError):  # not a member
+    with pytest.raises(ValueError, match="rank %d is not a member of process set %d" %
+                       (r, other.process_set_id)):
         hvd.allreduce(x, process_set=other)
     with pytest.raises(ValueError, match="root_rank"):
         hvd.broadcast(x, other.ranks[0], process_set=mine)
@@ -236,6 +237,12 @@ def test_process_sets():
     with pytest.raises(ValueError, match="global"):
         hvd.remove_process_set(hvd.global_process_set)
     assert hvd.remove_process_set(evens) and hvd.remove_process_set(odds)
+    # Each rank registering a set of its own: refused on every rank, nothing registered
+    # (the sets of one rank were removed just now).
+    with pytest.raises(hvd.HorovodInternalError, match="differs between ranks: rank 0 uses "
+                       r"\[0\], rank 1 uses \[1\]") as caught:
+        hvd.add_process_set([r])
+    assert isinstance(caught.value, kolo.MismatchError)
     assert mine.process_set_id is None and mine.size() is None
     with pytest.raises(ValueError, match="removed"):
         hvd.allreduce(x, process_set=mine)

@@ -10,6 +10,7 @@
 
 #include "comm/bootstrap/host.h"
 #include "tests/unit/engine_testing.h"
+#include "tests/unit/expect_error.h"
 
 namespace kolo::testing {
 namespace {
@@ -111,7 +112,10 @@ TEST(Engine, ProcessSetsReduceAmongTheirMembersOnly) {
       eng.allreduce("evens", tv, tv, in_set).check();
       EXPECT_EQ(v[99], 4.0f);  // ranks 0 and 2 contribute 1 and 3
     } else {
-      EXPECT_THROW(eng.allreduce("evens", tv, tv, in_set), Error);  // not a member
+      const std::string m =
+          error_of([&] { eng.allreduce("evens", tv, tv, in_set); }, ErrorCode::kInvalidArgument);
+      EXPECT_NE(m.find("rank 1 is not a member of process set 1 (ranks [0, 2])"), std::string::npos)
+          << m;
     }
     eng.allreduce("all", tv, tv).check();
     EXPECT_EQ(v[0], 10.0f);  // after "evens": 4 + 2 + 4
@@ -134,6 +138,49 @@ TEST(Engine, ProcessSetsReduceAmongTheirMembersOnly) {
     eng.allreduce("done", tv, tv).check();  // rank 1 keeps its engine until the set is done
     return 0;
   });
+}
+
+// add_process_set is collective: ranks that pass different lists, or a list that is not a set
+// of the job's ranks, get the same error everywhere, and no set is added (the next set takes
+// the id; every rank agrees on it).
+TEST(Engine, ProcessSetListsAreComparedAndCheckedOnEveryRank) {
+  auto messages = run_thread_ranks(3, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(borrowed(comm), quick_options());
+    const int r = comm.rank();
+    std::string all;
+    auto refused = [&](const std::vector<int>& ranks, ErrorCode code) {
+      all += error_of([&] { eng.add_process_set(ranks); }, code) + "\n";
+    };
+    refused(r == 2 ? std::vector<int>{0, 2} : std::vector<int>{0, 1}, ErrorCode::kMismatch);
+    refused(r == 0 ? std::vector<int>{0} : std::vector<int>{}, ErrorCode::kMismatch);
+    refused({}, ErrorCode::kInvalidArgument);
+    refused({0, 3}, ErrorCode::kInvalidArgument);
+    refused({-1, 0}, ErrorCode::kInvalidArgument);
+    refused({2, 0, 2}, ErrorCode::kInvalidArgument);
+    const int id = eng.add_process_set({2, 0});  // any order
+    EXPECT_EQ(id, 1);
+    std::vector<float> v(4, float(r + 1));
+    TensorView tv{v.data(), DType::kFloat32, {4}};
+    OpOptions in_set;
+    in_set.process_set = id;
+    if (r != 1) {
+      eng.allreduce("set", tv, tv, in_set).check();
+      EXPECT_EQ(v[3], 4.0f);
+    }
+    eng.allreduce("done", tv, tv).check();
+    return all;
+  });
+  for (const auto& m : messages) {
+    EXPECT_NE(m.find("the ranks of process set 1 differs between ranks: rank 0 uses [0, 1], "
+                     "rank 2 uses [0, 2]"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("rank 0 uses [0], rank 1 uses []"), std::string::npos) << m;
+    EXPECT_NE(m.find("a process set needs at least one rank"), std::string::npos) << m;
+    EXPECT_NE(m.find("3 is not a rank of this job of 3 (ranks [0, 3])"), std::string::npos) << m;
+    EXPECT_NE(m.find("-1 is not a rank of this job of 3 (ranks [-1, 0])"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 2 is given twice (ranks [0, 2, 2])"), std::string::npos) << m;
+  }
 }
 
 engine::Status status_of(const Handle& h) {
