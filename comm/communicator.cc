@@ -43,20 +43,31 @@ void rendezvous_over_mpi(bootstrap::LaunchInfo* info,
                  " but no rendezvous address is set: set KOLO_ADDR and KOLO_PORT (or "
                  "MASTER_ADDR and MASTER_PORT), or build kolo with MPI (KOLO_WITH_MPI)");
   bootstrap::mpi_world::ensure_initialized();
+  // Rank 0's failure (a bad KOLO_SECRET_FILE, a port in use) travels in the broadcast too:
+  // MPI's broadcast has no deadline, so the others must not wait for a message never sent.
+  constexpr char kFailed = '!';
   std::string message;
   if (info->rank == 0) {
-    std::string secret = net::job_secret();
-    if (secret.empty()) {
-      secret = net::make_secret();
-      net::set_job_secret(secret);
+    try {
+      std::string secret = net::job_secret();
+      if (secret.empty()) {
+        secret = net::make_secret();
+        net::set_job_secret(secret);
+      }
+      const bool local = mpi_job_on_one_host(info->size);
+      *server =
+          std::make_unique<bootstrap::TcpStoreServer>(local ? "127.0.0.1" : "0.0.0.0", info->port);
+      message = (local ? std::string("127.0.0.1") : net::routable_address()) + ":" +
+                std::to_string((*server)->port()) + "\n" + secret;
+    } catch (const Error& e) {
+      bootstrap::mpi_world::broadcast(kFailed + std::string(e.what()), 0);
+      throw;
     }
-    const bool local = mpi_job_on_one_host(info->size);
-    *server =
-        std::make_unique<bootstrap::TcpStoreServer>(local ? "127.0.0.1" : "0.0.0.0", info->port);
-    message = (local ? std::string("127.0.0.1") : net::routable_address()) + ":" +
-              std::to_string((*server)->port()) + "\n" + secret;
   }
   message = bootstrap::mpi_world::broadcast(message, 0);
+  if (!message.empty() && message[0] == kFailed)
+    KOLO_THROW(ErrorCode::kPeerLost,
+               "rank 0 could not open the rendezvous over MPI: ", message.substr(1));
   KOLO_LOG(kInfo, "rendezvous over MPI: the store is at ", message.substr(0, message.find('\n')),
            ", the job secret comes from ", secret_origin(info->rank));
   size_t newline = message.find('\n');
@@ -76,6 +87,9 @@ std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
   if (info.addr.empty() || info.port == 0) {
     rendezvous_over_mpi(&info, &server);
   } else {
+    // A bad KOLO_SECRET_FILE is refused here, on every rank that names it, before any rank
+    // waits for another.
+    (void)net::job_secret();
     // Every rank refuses an exposed store without a secret, so every rank names the fix.
     net::require_secret_for(info.addr, "the rendezvous store (" + info.launcher + " launch)");
     if (info.rank == 0) {

@@ -4,7 +4,11 @@
 #    every rank, naming KOLO_SECRET and KOLO_INSECURE;
 #  - KOLO_INSECURE=1 runs them, with a warning on every rank;
 #  - KOLO_SECRET_FILE must be mode 0600 (a 0644 file is refused) and then authenticates;
-#  - under mpirun with no secret set, rank 0 makes one and shares it over MPI.
+#  - under mpirun with no secret set, rank 0 makes one and shares it over MPI;
+#  - a KOLO_SECRET_FILE that does not exist is an error naming it, never an abort (rank 0's
+#    store used to read it in its own thread): under kolorun, and under mpirun with the file
+#    named on rank 0 only (rank 1 learns it from rank 0's broadcast instead of waiting in MPI
+#    for ever).
 # Usage: auth_launch_test.sh BUILD_DIR [MPIRUN]
 set -euo pipefail
 demo=$1/examples/c_api_demo
@@ -64,5 +68,30 @@ if [ -n "$mpirun" ]; then
       exit 1; }
   done
   echo "auth_launch_test: mpirun without KOLO_SECRET: rank 0 made a secret and shared it"
+  cat >"$out/rank0_bad.sh" <<EOF
+#!/usr/bin/env bash
+[ "\${OMPI_COMM_WORLD_RANK:-}" = 0 ] && export KOLO_SECRET_FILE=$out/missing
+exec "$demo"
+EOF
+  chmod +x "$out/rank0_bad.sh"
+  if env -u KOLO_SECRET -u KOLO_SECRET_FILE timeout 60 "$mpirun" --allow-run-as-root \
+    --oversubscribe --mca btl self,vader,tcp -np 2 "$out/rank0_bad.sh" >"$out/mpi_bad" 2>&1; then
+    echo "auth_launch_test: mpirun, rank 0's secret file missing: the job succeeded"; exit 1
+  fi
+  grep -q "rank 0 could not open the rendezvous over MPI: .*KOLO_SECRET_FILE .*cannot be opened" \
+    "$out/mpi_bad" || { echo "auth_launch_test: mpirun, rank 0's secret file missing:"
+    cat "$out/mpi_bad"; exit 1; }
+  echo "auth_launch_test: mpirun, rank 0's secret file missing: an error on rank 1 too"
 fi
+kolorun=$(dirname "$demo")/../tools/kolorun
+status=0
+env -u KOLO_SECRET KOLO_SECRET_FILE="$out/missing" timeout 60 "$kolorun" -np 2 "$demo" \
+  >"$out/kolorun_bad" 2>&1 || status=$?
+# The first rank to fail ends the job (kolorun stops the other): an error, not a signal.
+if [ "$status" != 1 ] || grep -q "killed by signal" "$out/kolorun_bad" ||
+  ! grep -q "KOLO_SECRET_FILE $out/missing cannot be opened" "$out/kolorun_bad"; then
+  echo "auth_launch_test: kolorun with a missing secret file: exit $status (expected 1), output:"
+  cat "$out/kolorun_bad"; exit 1
+fi
+echo "auth_launch_test: kolorun with a missing secret file: an error naming it, exit 1"
 echo "auth_launch_test: OK"

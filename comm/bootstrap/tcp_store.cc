@@ -44,6 +44,13 @@ struct TcpStoreServer::State : StoreState {
 TcpStoreServer::TcpStoreServer(const std::string& host, int port)
     : listener_(listen_for_store(host, port)),
       port_(listener_.local_port()),
+      // Store clients are ranks of this job: any rank, role kStoreClient.
+      acceptor_(std::make_unique<net::Acceptor>(listener_, "store", kHandshakeTimeout,
+                                                [](const net::Hello& hello) {
+                                                  return hello.role == net::Role::kStoreClient
+                                                             ? std::string()
+                                                             : std::string("not a store client");
+                                                })),
       state_(std::make_unique<State>()) {
   thread_ = std::thread([this] { serve(); });
 }
@@ -55,11 +62,7 @@ TcpStoreServer::~TcpStoreServer() {
 
 void TcpStoreServer::serve() {
   State& s = *state_;
-  // Store clients are ranks of this job: any rank, role kStoreClient.
-  net::Acceptor acceptor(listener_, "store", kHandshakeTimeout, [](const net::Hello& hello) {
-    return hello.role == net::Role::kStoreClient ? std::string()
-                                                 : std::string("not a store client");
-  });
+  net::Acceptor& acceptor = *acceptor_;
   std::vector<pollfd> fds;
   while (!stop_) {
     fds.clear();

@@ -18,6 +18,10 @@
 #include "comm/bootstrap/store.h"
 #include "comm/net/socket.h"
 
+namespace kolo::net {
+class Acceptor;
+}  // namespace kolo::net
+
 namespace kolo::bootstrap {
 
 class TcpStoreServer {
@@ -33,6 +37,9 @@ class TcpStoreServer {
 
   net::Socket listener_;
   int port_ = 0;
+  // Made on the constructing thread: a bad KOLO_SECRET_FILE is the constructor's error, not
+  // an exception in the server's thread.
+  std::unique_ptr<net::Acceptor> acceptor_;
   std::atomic<bool> stop_{false};
   std::unique_ptr<State> state_;
   std::thread thread_;
