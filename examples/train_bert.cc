@@ -401,6 +401,9 @@ int run(Job job, const Args& args) {
     resume_folder = kt::resolve_checkpoint(args.resume);
     const nlohmann::json index = kt::read_checkpoint_index(resume_folder);
     resume_phase = index.at("phase").get<std::string>();
+    KOLO_CHECK_ARG(resume_phase == "pretrain" || resume_phase == "finetune", "--resume ",
+                   resume_folder, ": phase '", resume_phase,
+                   "' is not one of train_bert's (pretrain, finetune)");
     resume_offset = index.at("global_step").get<int64_t>() - index.at("step").get<int64_t>();
     KOLO_CHECK_ARG(args.phase == "both" || args.phase == resume_phase, "--resume ", resume_folder,
                    " continues phase ", resume_phase, ", not --phase ", args.phase);

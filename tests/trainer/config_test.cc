@@ -2,6 +2,7 @@
 // unknown-key warnings, overrides, the batch-size rule, and the derived scaler, schedule and
 // optimizer settings.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
@@ -283,6 +284,19 @@ TEST(Config, LoadFileWithOverrides) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kIo);
   }
+  // Neither a folder, a FIFO (whose open would block) nor a device is read.
+  const std::string fifo = path + ".fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& odd : {std::string("/tmp"), fifo, std::string("/dev/zero")}) {
+    try {
+      read_config_file(odd);
+      ADD_FAILURE() << odd;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(odd + ": not a regular file"), std::string::npos)
+          << e.what();
+    }
+  }
+  std::remove(fifo.c_str());
 }
 
 TEST(Config, DocumentedExampleParses) {

@@ -149,6 +149,12 @@ TEST_F(ModelSafetensors, CorruptFilesAreRejectedNamingFileAndTensor) {
   expect_error([&] { SafetensorsFile f(path("huge.safetensors")); }, "header length");
 
   expect_error([&] { SafetensorsFile f(path("absent.safetensors")); }, "absent.safetensors");
+  // A folder opens like a file and claims 2^63 - 1 bytes: once "out of memory".
+  fs::create_directories(path("folder.safetensors"));
+  expect_error([&] { SafetensorsFile f(path("folder.safetensors")); },
+               "folder.safetensors is not a regular file");
+  expect_error([&] { SafetensorsFile::header_only(path("folder.safetensors")); },
+               "folder.safetensors failed");
   expect_error([&] { SafetensorsFile(path("ok.safetensors")).find("nope"); }, "nope");
   expect_error(
       [&] {

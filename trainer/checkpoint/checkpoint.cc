@@ -10,11 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <vector>
 
 #include "comm/base/error.h"
+#include "trainer/checkpoint/index_check.h"
 #include "trainer/dist/partition.h"
 #include "trainer/io/atomic_file.h"
+#include "trainer/io/json_text.h"
 #include "trainer/io/safetensors.h"
 #include "trainer/io/sha256.h"
 
@@ -224,13 +227,17 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
 nlohmann::json read_checkpoint_index(const std::string& folder) {
   const std::string path = (fs::path(folder) / "index.json").string();
   std::ifstream in(path, std::ios::binary);
-  CHECK_OR_THROW(in.good(), ErrorCode::kIo, "checkpoint: cannot open ", path);
-  nlohmann::json index = nlohmann::json::parse(in, nullptr, false);
+  CHECK_OR_THROW(in.good() && fs::is_regular_file(path), ErrorCode::kIo, "checkpoint: cannot open ",
+                 path, " (not a readable file)");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json index = parse_json_or_discarded(text.str(), path);
   CHECK_OR_THROW(!index.is_discarded() && index.is_object() && index.value("format", "") == kFormat,
                  ErrorCode::kInvalidArgument, path, ": not a kolo checkpoint index");
-  CHECK_OR_THROW(index.value("format_version", 0) == kFormatVersion, ErrorCode::kInvalidArgument,
-                 path, ": format version ", index.value("format_version", 0), ", this kolo reads ",
-                 kFormatVersion);
+  const nlohmann::json version = index.value("format_version", nlohmann::json(0));
+  CHECK_OR_THROW(version == kFormatVersion, ErrorCode::kInvalidArgument, path, ": format version ",
+                 version.dump(), ", this kolo reads ", kFormatVersion);
+  check_checkpoint_index(index, path);
   return index;
 }
 
@@ -242,6 +249,11 @@ std::string resolve_checkpoint(const std::string& path) {
                  " holds neither index.json (a step folder) nor latest (a checkpoint folder)");
   std::string name;
   std::getline(in, name);
+  // A step folder's own name ("step-000100"), never a path elsewhere.
+  CHECK_OR_THROW(
+      name.size() <= 255 && name.find('/') == std::string::npos && name != "." && name != "..",
+      ErrorCode::kInvalidArgument, "checkpoint: ", latest.string(),
+      " does not name a step folder (", name.size() > 64 ? name.substr(0, 64) + "..." : name, ")");
   const fs::path folder = fs::path(path) / name;
   CHECK_OR_THROW(!name.empty() && fs::exists(folder / "index.json"), ErrorCode::kInvalidArgument,
                  "checkpoint: ", latest.string(), " names '", name, "', which has no index.json");

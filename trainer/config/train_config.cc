@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "comm/base/error.h"
+#include "trainer/io/json_text.h"
 
 namespace kolo::trainer {
 
@@ -330,15 +332,21 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& config, const Param
 }
 
 nlohmann::json read_config_file(const std::string& path) {
+  // Not a folder (which opens), a FIFO (whose open blocks) or a device such as /dev/zero
+  // (endless): checked before the open.
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  KOLO_CHECK_ARG(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status),
+                 "config file ", path, ": not a regular file");
   std::ifstream in(path);
   if (!in) KOLO_THROW_ERRNO("config file ", path, ": cannot open");
+  constexpr uintmax_t kMaxConfigBytes = 16 << 20;
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  KOLO_CHECK_ARG(!ec && bytes <= kMaxConfigBytes, "config file ", path, ": ", bytes,
+                 " bytes, more than a config can need (at most ", kMaxConfigBytes, ")");
   std::stringstream text;
   text << in.rdbuf();
-  try {
-    return nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::exception& e) {  // parse_error; out_of_range for 1e400
-    KOLO_THROW(ErrorCode::kInvalidArgument, "config file ", path, ": not valid JSON: ", e.what());
-  }
+  return parse_json(text.str(), "config file " + path);
 }
 
 void apply_override(nlohmann::json& config, std::string_view assignment) {
@@ -370,7 +378,8 @@ void apply_override(nlohmann::json& config, std::string_view assignment) {
     if (node->is_null()) *node = nlohmann::json::object();
     start = dot + 1;
   }
-  nlohmann::json parsed = nlohmann::json::parse(value, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json parsed =
+      parse_json_or_discarded(value, "config override '" + std::string(assignment) + "'");
   *node = parsed.is_discarded() ? nlohmann::json(value) : std::move(parsed);
 }
 

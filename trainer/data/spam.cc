@@ -7,6 +7,7 @@
 #include "comm/base/error.h"
 #include "trainer/data/data_files.h"
 #include "trainer/data/mail_text.h"
+#include "trainer/io/json_text.h"
 
 namespace kolo::trainer {
 namespace {
@@ -14,8 +15,8 @@ namespace {
 // "group/name.txt" entries of data/file_list.json, sorted.
 std::vector<std::string> list_mails(const std::filesystem::path& root) {
   const std::filesystem::path path = root / "file_list.json";
-  const nlohmann::json json =
-      nlohmann::json::parse(read_data_file(path, "SpamAssassin file list"), nullptr, false);
+  const nlohmann::json json = parse_json_or_discarded(
+      read_data_file(path, "SpamAssassin file list"), "SpamAssassin file list " + path.string());
   KOLO_CHECK_ARG(json.is_array(), "SpamAssassin file list ", path.string(), " is not a JSON array");
   std::vector<std::string> files;
   for (const auto& entry : json) {

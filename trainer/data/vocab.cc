@@ -6,6 +6,7 @@
 
 #include "comm/base/error.h"
 #include "trainer/data/data_files.h"
+#include "trainer/io/json_text.h"
 
 namespace kolo::trainer {
 namespace {
@@ -33,8 +34,8 @@ std::filesystem::path Vocab::path_in(const std::filesystem::path& data_dir) {
 
 Vocab Vocab::load(const std::filesystem::path& data_dir) {
   const std::filesystem::path path = path_in(data_dir);
-  const nlohmann::json json =
-      nlohmann::json::parse(read_data_file(path, "BERT vocabulary"), nullptr, false);
+  const nlohmann::json json = parse_json_or_discarded(read_data_file(path, "BERT vocabulary"),
+                                                      "vocabulary " + path.string());
   KOLO_CHECK_ARG(json.is_array(), "vocabulary ", path.string(), " is not a JSON array");
   std::vector<std::string> tokens;
   tokens.reserve(json.size());

@@ -14,6 +14,7 @@
 #include "comm/base/error.h"
 #include "comm/base/text.h"
 #include "trainer/io/atomic_file.h"
+#include "trainer/io/json_text.h"
 #include "trainer/io/sha256.h"
 
 namespace kolo::trainer {
@@ -155,6 +156,11 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
 SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   FILE* f = std::fopen(path_.c_str(), "rb");
   if (f == nullptr) KOLO_THROW_ERRNO("open ", path_);
+  struct stat st {};
+  if (::fstat(::fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    std::fclose(f);  // a folder opens too, and claims a size of 2^63 - 1
+    KOLO_THROW(ErrorCode::kIo, path_, " is not a regular file");
+  }
   std::fseek(f, 0, SEEK_END);
   long size = std::ftell(f);
   std::fseek(f, 0, SEEK_SET);
@@ -171,7 +177,7 @@ SafetensorsFile SafetensorsFile::header_only(std::string path) {
   const int fd = ::open(file.path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) KOLO_THROW_ERRNO("open ", file.path_);
   struct stat st {};
-  const bool sized = ::fstat(fd, &st) == 0;
+  const bool sized = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
   const size_t file_bytes = sized ? static_cast<size_t>(st.st_size) : 0;
   uint8_t len[8] = {};
   uint64_t header_len = 0;
@@ -206,7 +212,8 @@ void SafetensorsFile::parse(size_t file_bytes) {
                  path_, ": header length ", header_len, " exceeds the file (", file_bytes,
                  " bytes) or 100 MiB");
   const char* text = reinterpret_cast<const char*>(buffer_.data() + 8);
-  nlohmann::json header = nlohmann::json::parse(text, text + header_len, nullptr, false);
+  nlohmann::json header =
+      parse_json_or_discarded(std::string_view(text, header_len), path_ + ": header");
   KOLO_CHECK_ARG(header.is_object(), path_, ": header is not a JSON object");
   const size_t data_start = 8 + header_len;
   const uint8_t* data = buffer_.size() == file_bytes ? buffer_.data() + data_start : nullptr;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/base/error.h"
+#include "trainer/io/json_text.h"
 
 namespace kolo::trainer {
 namespace {
@@ -114,7 +115,7 @@ BertConfig parse_bert_config(const nlohmann::json& json) {
 
 BertConfig parse_bert_config(std::string_view text) {
   if (!text.empty() && text.front() == '{') {
-    nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
+    nlohmann::json json = parse_json_or_discarded(text, "BERT config");
     KOLO_CHECK_ARG(!json.is_discarded(), "BERT config: invalid JSON: ", text);
     return parse_bert_config(json);
   }

@@ -1,0 +1,133 @@
+// A checkpoint's index.json checked where it enters (trainer/checkpoint/index_check.h): a
+// valid two-shard index passes, and each damage a hand edit or a bad disk can do is refused
+// naming the key (before: silently accepted, a read past a buffer in kolo_ckpt export, a path
+// outside the step folder opened, or a raw nlohmann-json exception). Also the depth limit of
+// JSON from outside (trainer/io/json_text.h).
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "comm/base/error.h"
+#include "tests/unit/expect_error.h"
+#include "trainer/checkpoint/index_check.h"
+#include "trainer/io/json_text.h"
+
+namespace kolo::trainer {
+namespace {
+
+using nlohmann::json;
+using testing::error_of;
+
+// Two tensors (the second aligned to 16 elements) in 40 elements, two shards of 20.
+json valid_index() {
+  const std::string sum(64, 'a');
+  return {{"format", "kolo-checkpoint"},
+          {"format_version", 1},
+          {"kolo_version", "0.1.0"},
+          {"phase", "pretrain"},
+          {"step", 6},
+          {"global_step", 6},
+          {"epoch", 0},
+          {"step_in_epoch", 6},
+          {"global_sample", 96},
+          {"world_size", 2},
+          {"stage", 2},
+          {"dtype", "float16"},
+          {"optimizer", "adamw"},
+          {"optimizer_step", 6},
+          {"buffers", {"master", "exp_avg", "exp_avg_sq"}},
+          {"loss_scaler",
+           {{"scale", 65536.0}, {"clean_steps", 6}, {"hysteresis_left", 2}, {"skipped_steps", 0}}},
+          {"total", 40},
+          {"layout",
+           {{{"name", "a"}, {"shape", {2, 5}}, {"offset", 0}, {"numel", 10}},
+            {{"name", "b"}, {"shape", {24}}, {"offset", 16}, {"numel", 24}}}},
+          {"files",
+           {{"model.safetensors", {{"sha256", sum}, {"bytes", 200}}},
+            {"rank-00000-of-00002.safetensors",
+             {{"sha256", sum}, {"bytes", 300}, {"rank", 0}, {"begin", 0}, {"end", 20}}},
+            {"rank-00001-of-00002.safetensors",
+             {{"sha256", sum}, {"bytes", 300}, {"rank", 1}, {"begin", 20}, {"end", 40}}}}},
+          {"config", json::object()}};
+}
+
+std::string refusal(const std::function<void(json&)>& damage) {
+  json index = valid_index();
+  damage(index);
+  return error_of([&] { check_checkpoint_index(index, "ck/index.json"); },
+                  ErrorCode::kInvalidArgument);
+}
+
+TEST(CheckpointIndex, AValidIndexPasses) {
+  EXPECT_NO_THROW(check_checkpoint_index(valid_index(), "ck/index.json"));
+}
+
+TEST(CheckpointIndex, EachDamageIsRefusedNamingTheKey) {
+  const std::string shard0 = "rank-00000-of-00002.safetensors";
+  const std::vector<std::pair<std::function<void(json&)>, std::string>> cases = {
+      {[](json& i) { i.erase("files"); }, "ck/index.json: files: missing"},
+      {[](json& i) { i["phase"] = 7; }, "phase: expected a string"},
+      {[](json& i) { i["phase"] = ""; }, "phase: empty"},
+      {[](json& i) { i["step"] = -5; }, "step: -5 is out of range"},
+      {[](json& i) { i["global_step"] = 3; }, "global_step: 3 is out of range (>= 6)"},
+      {[](json& i) { i["world_size"] = "2"; }, "world_size: expected an integer"},
+      {[](json& i) { i["world_size"] = 0; }, "world_size: 0 is out of range"},
+      {[](json& i) { i["stage"] = 7; }, "stage: 7 is out of range [0, 3]"},
+      {[](json& i) { i["dtype"] = "int8"; }, "dtype: \"int8\""},
+      {[](json& i) { i["buffers"] = {1}; }, "buffers: 1 is not a name"},
+      {[](json& i) { i["loss_scaler"]["scale"] = 0; }, "loss_scaler.scale: 0 is out of range"},
+      {[](json& i) { i["loss_scaler"]["hysteresis_left"] = -3; },
+       "loss_scaler.hysteresis_left: -3 is out of range"},
+      {[](json& i) { i["total"] = -1; }, "total: -1 is out of range"},
+      {[](json& i) { i["layout"][1]["offset"] = 35; }, "layout[1].offset: 35 (24 elements)"},
+      {[](json& i) { i["layout"][1]["offset"] = 5; }, "layout[1].offset: 5 (24 elements) overlaps"},
+      {[](json& i) { i["layout"][0]["numel"] = 11; }, "layout[0].numel: 11 is not the product"},
+      {[](json& i) {
+         i["layout"][0]["shape"] = {-2, -5};
+       },
+       "layout[0].shape: [-2,-5] is not"},
+      {[](json& i) { i["layout"][0].erase("name"); }, "layout[0].name: missing"},
+      {[](json& i) { i["files"]["../../etc/passwd"] = i["files"]["model.safetensors"]; },
+       "'../../etc/passwd' is not a file name inside the step folder"},
+      {[](json& i) { i["files"].erase("model.safetensors"); }, "model.safetensors is not listed"},
+      {[&](json& i) { i["files"][shard0]["sha256"] = 5; }, "sha256: expected a string"},
+      {[&](json& i) { i["files"][shard0]["end"] = 41; }, ".end: 41 is out of range [0, 40]"},
+      {[&](json& i) { i["files"][shard0]["end"] = 10; }, "leave a gap or overlap at 10"},
+      {[&](json& i) { i["files"][shard0]["rank"] = 2; }, ".rank: 2 is out of range [0, 2)"},
+      {[&](json& i) { i["files"][shard0]["bytes"] = 10; },
+       "10 bytes cannot hold elements [0, 20) in fp32"},
+      {[&](json& i) { i["files"].erase(shard0); }, "leave a gap or overlap at 0"},
+      {[](json& i) { i["files"].erase("rank-00001-of-00002.safetensors"); },
+       "1 shards cover elements [0, 20); world_size 2 and total 40 need 2 covering [0, 40)"},
+      {[](json& i) { i["total"] = 1000000; }, "need 2 covering [0, 1000000)"},
+  };
+  for (const auto& [damage, expected] : cases) {
+    const std::string m = refusal(damage);
+    EXPECT_NE(m.find(expected), std::string::npos) << m << "\n  expected: " << expected;
+    EXPECT_EQ(m.rfind("kolo invalid argument error: ck/index.json: ", 0), 0u) << m;
+  }
+}
+
+TEST(JsonText, NestingIsLimitedBeforeTheDocumentIsBuilt) {
+  std::string ok, deep;
+  for (int i = 0; i < kMaxJsonDepth; ++i) ok += "[";
+  ok += std::string(kMaxJsonDepth, ']');
+  EXPECT_TRUE(parse_json(ok, "doc").is_array());
+  for (int i = 0; i < 100000; ++i) deep += "{\"a\":";  // once overflowed the stack when copied
+  EXPECT_NE(error_of([&] { parse_json(deep, "config file x.json"); }, ErrorCode::kInvalidArgument)
+                .find("config file x.json: nested deeper than 64 levels"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse_json_or_discarded(deep, "y"); }, ErrorCode::kInvalidArgument)
+                .find("y: nested deeper than 64 levels"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { parse_json("{\"a\": 1e400}", "z"); }, ErrorCode::kInvalidArgument)
+                .find("z: not valid JSON"),
+            std::string::npos);
+  EXPECT_TRUE(parse_json_or_discarded("{\"a\":", "w").is_discarded());
+}
+
+}  // namespace
+}  // namespace kolo::trainer

@@ -1,0 +1,145 @@
+// Checks of a checkpoint's index.json (index_check.h), on JsonSection's typed reads.
+#include "trainer/checkpoint/index_check.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "comm/base/error.h"
+#include "trainer/config/json_section.h"
+
+namespace kolo::trainer {
+namespace {
+
+// Element counts and offsets: far beyond any model, far below where size_t arithmetic on them
+// (offset + numel, numel * 4 bytes) could wrap.
+constexpr double kMaxElements = 1e15;
+
+// Required fields: JsonSection's reads name the key and the range; absence is an error here.
+struct Fields {
+  JsonSection s;
+  void need(const char* key) const { KOLO_CHECK_ARG(s.has(key), s.key_path(key), ": missing"); }
+  int64_t integer(const char* key, Range range) const {
+    need(key);
+    return s.get_int(key, 0, range);
+  }
+  double number(const char* key, Range range) const {
+    need(key);
+    return s.get_double(key, 0, range);
+  }
+  std::string text(const char* key, const std::vector<std::string>& allowed = {}) const {
+    need(key);
+    const std::string v = s.get_string(key, "", allowed);
+    KOLO_CHECK_ARG(!v.empty(), s.key_path(key), ": empty");
+    return v;
+  }
+  const nlohmann::json& array(const char* key) const {
+    need(key);
+    const nlohmann::json& v = s.json().at(key);
+    KOLO_CHECK_ARG(v.is_array(), s.key_path(key), ": expected an array, got ", v.dump());
+    return v;
+  }
+  Fields object(const char* key) const {
+    need(key);
+    return {s.section(key)};
+  }
+  Fields item(const nlohmann::json& v, const std::string& path) const {
+    return {JsonSection(v, path)};
+  }
+};
+
+// A name index.json may list: a file of the step folder itself.
+void check_file_name(const std::string& name) {
+  KOLO_CHECK_ARG(!name.empty() && name != "." && name != ".." &&
+                     name.find('/') == std::string::npos && name.find('\0') == std::string::npos,
+                 "files: '", name, "' is not a file name inside the step folder");
+}
+
+void check_layout(const Fields& root, size_t total) {
+  const nlohmann::json& layout = root.array("layout");
+  size_t end = 0;  // of the previous tensor: offsets increase, tensors never overlap
+  for (size_t i = 0; i < layout.size(); ++i) {
+    const Fields t = root.item(layout[i], "layout[" + std::to_string(i) + "]");
+    t.text("name");
+    const nlohmann::json& shape = t.array("shape");
+    double elements = 1;
+    for (const nlohmann::json& d : shape) {
+      KOLO_CHECK_ARG(d.is_number_integer() && d.get<int64_t>() >= 0, t.s.key_path("shape"), ": ",
+                     shape.dump(), " is not a list of sizes >= 0");
+      elements *= d.get<double>();
+    }
+    const auto numel = static_cast<size_t>(t.integer("numel", Range::closed(0, kMaxElements)));
+    KOLO_CHECK_ARG(elements == static_cast<double>(numel), t.s.key_path("numel"), ": ", numel,
+                   " is not the product of the shape ", shape.dump());
+    const auto offset = static_cast<size_t>(t.integer("offset", Range::closed(0, kMaxElements)));
+    KOLO_CHECK_ARG(offset >= end && offset + numel <= total, t.s.key_path("offset"), ": ", offset,
+                   " (", numel, " elements) overlaps the tensor before it (which ends at ", end,
+                   ") or passes total ", total);
+    end = offset + numel;
+  }
+}
+
+void check_files(const Fields& root, size_t total, int64_t world) {
+  const Fields files = root.object("files");
+  KOLO_CHECK_ARG(files.s.has("model.safetensors"), "files: model.safetensors is not listed");
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (const auto& [name, value] : files.s.json().items()) {
+    check_file_name(name);
+    const Fields f = root.item(value, "files." + name);
+    KOLO_CHECK_ARG(f.text("sha256").size() == 64, f.s.key_path("sha256"),
+                   ": not a SHA-256 in hex (64 characters)");
+    const auto bytes = static_cast<double>(f.integer("bytes", Range::at_least(0)));
+    if (!f.s.has("begin")) continue;
+    f.integer("rank", Range::half_open(0, static_cast<double>(world)));
+    const auto begin = static_cast<size_t>(f.integer("begin", Range::closed(0, double(total))));
+    const auto end =
+        static_cast<size_t>(f.integer("end", Range::closed(double(begin), double(total))));
+    // A shard holds at least the fp32 master weights of its range.
+    KOLO_CHECK_ARG(static_cast<double>(end - begin) * 4 <= bytes, f.s.key_path("bytes"), ": ",
+                   bytes, " bytes cannot hold elements [", begin, ", ", end, ") in fp32");
+    ranges.emplace_back(begin, end);
+  }
+  // The shards partition the flat buffer: every element in exactly one.
+  std::sort(ranges.begin(), ranges.end());
+  size_t at = 0;
+  for (const auto& [begin, end] : ranges) {
+    KOLO_CHECK_ARG(begin == at, "files: the shards' element ranges leave a gap or overlap at ", at);
+    at = end;
+  }
+  KOLO_CHECK_ARG(at == total && static_cast<int64_t>(ranges.size()) == world,
+                 "files: ", ranges.size(), " shards cover elements [0, ", at, "); world_size ",
+                 world, " and total ", total, " need ", world, " covering [0, ", total, ")");
+}
+
+}  // namespace
+
+void check_checkpoint_index(const nlohmann::json& index, const std::string& path) {
+  try {
+    const Fields root{JsonSection(index, "")};
+    root.text("kolo_version");
+    root.text("phase");
+    const int64_t step = root.integer("step", Range::at_least(0));
+    root.integer("global_step", Range::at_least(static_cast<double>(step)));
+    root.integer("epoch", Range::at_least(0));
+    root.integer("step_in_epoch", Range::at_least(0));
+    root.integer("global_sample", Range::at_least(0));
+    const int64_t world = root.integer("world_size", Range::closed(1, 1 << 20));
+    root.integer("stage", Range::closed(0, 3));
+    root.text("dtype", {"float32", "float16", "bfloat16"});
+    root.text("optimizer");
+    root.integer("optimizer_step", Range::at_least(0));
+    for (const nlohmann::json& b : root.array("buffers"))
+      KOLO_CHECK_ARG(b.is_string(), "buffers: ", b.dump(), " is not a name");
+    const Fields scaler = root.object("loss_scaler");
+    scaler.number("scale", Range::above(0));
+    for (const char* key : {"clean_steps", "hysteresis_left", "skipped_steps"})
+      scaler.integer(key, Range::at_least(0));
+    const auto total = static_cast<size_t>(root.integer("total", Range::closed(0, kMaxElements)));
+    check_layout(root, total);
+    check_files(root, total, world);
+  } catch (const Error& e) {
+    KOLO_THROW(ErrorCode::kInvalidArgument, path, ": ", e.message());
+  }
+}
+
+}  // namespace kolo::trainer
