@@ -420,7 +420,7 @@ def test_unsupported_inputs_are_refused_clearly():
             hvd.allreduce(torch.zeros(2, dtype=dtype))
     with pytest.raises(ValueError, match="dense"):
         hvd.allreduce(torch.zeros(3).to_sparse())
-    with pytest.raises(TypeError, match="expected a torch.Tensor, got list"):
+    with pytest.raises(TypeError, match="tensor must be a torch.Tensor, got list"):
         hvd.allreduce([1.0, 2.0])
     # Gathering or scattering a scalar has no first dimension to work on (Horovod refuses it).
     with pytest.raises(ValueError, match="allgather of 'scalar.g': the tensor is 0-d"):
@@ -431,6 +431,66 @@ def test_unsupported_inputs_are_refused_clearly():
     with pytest.raises(ValueError, match="already pending"):
         hvd.allreduce_async(torch.ones(2), name="dup")
     assert hvd.synchronize(handle).tolist() == [1.0, 1.0]
+
+
+def test_bad_arguments_are_refused_naming_them():
+    # Each refused before anything is submitted (the next good op shows nothing is left
+    # pending): once an AttributeError from deep inside, a pybind11 signature dump, or a value
+    # silently truncated ("22" as splits [2, 2], root_rank 1.7 as 1).
+    t = torch.ones(n)
+    cases = [
+        (ValueError, "grouped_allreduce needs at least one tensor",
+         lambda: hvd.grouped_allreduce([])),
+        (TypeError, r"grouped_allreduce: tensors\[1\] must be a torch.Tensor, got NoneType",
+         lambda: hvd.grouped_allreduce([t, None])),
+        (TypeError, "grouped_allreduce takes a list of tensors, got Tensor",
+         lambda: hvd.grouped_allreduce_(t)),
+        (TypeError, "grouped_allgather: tensors", lambda: hvd.grouped_allgather([None])),
+        (TypeError, "tensor must be a torch.Tensor, got NoneType", lambda: hvd.allgather(None)),
+        (TypeError, "prescale_factor must be a real number, got 'abc'",
+         lambda: hvd.allreduce(t, prescale_factor="abc")),
+        (TypeError, "postscale_factor must be a real number, got 1j",
+         lambda: hvd.allreduce(t, postscale_factor=1j)),
+        (TypeError, "root_rank must be an integer rank, got 1.7", lambda: hvd.broadcast(t, 1.7)),
+        (ValueError, "root_rank 1099511627776 is not a rank of this job",
+         lambda: hvd.broadcast(t, 2**40)),
+        (TypeError, "compression must be Compression.none",
+         lambda: hvd.allreduce(t, compression="fp16")),
+        (TypeError, "splits must be a list of row counts, got str",
+         lambda: hvd.alltoall(t, splits="1" * n)),
+        (TypeError, "splits must hold integer row counts, got 0.5",
+         lambda: hvd.alltoall(t, splits=[0.5] * n)),
+        (ValueError, "backward_passes_per_step must be an integer >= 1, got 0",
+         lambda: hvd.DistributedOptimizer(torch.optim.SGD(torch.nn.Linear(2, 2).parameters(),
+                                                          lr=0.1), backward_passes_per_step=0)),
+        (ValueError, "num_groups must be an integer >= 0, got -1",
+         lambda: hvd.DistributedOptimizer(torch.optim.SGD(torch.nn.Linear(2, 2).parameters(),
+                                                          lr=0.1), num_groups=-1)),
+    ]
+    for kind, message, call in cases:
+        with pytest.raises(kind, match=message):
+            call()
+    doubled = hvd.allreduce(t, op=hvd.Sum, prescale_factor=torch.tensor(2.0))
+    assert doubled.tolist() == [2.0 * n] * n
+    assert hvd.alltoall(t, splits=torch.ones(n, dtype=torch.int64))[0].tolist() == [1.0] * n
+
+
+def test_an_object_one_rank_cannot_pickle_fails_everywhere():
+    # Before: the other ranks waited in the collective for bytes never sent.
+    unpicklable = lambda x: x  # noqa: E731 (a local lambda is what pickle refuses)
+    if r == 0:
+        with pytest.raises(AttributeError, match="pickle"):
+            hvd.broadcast_object(unpicklable, root_rank=0)
+    else:
+        with pytest.raises(ValueError, match="broadcast_object: rank 0 could not pickle"):
+            hvd.broadcast_object(None, root_rank=0)
+    if r == n - 1:
+        with pytest.raises(AttributeError, match="pickle"):
+            hvd.allgather_object(unpicklable)
+    else:
+        with pytest.raises(ValueError, match="allgather_object: rank %d could not pickle" % (n - 1)):
+            hvd.allgather_object(r)
+    assert hvd.allgather_object(r) == list(range(n))
 
 
 def test_timeline():

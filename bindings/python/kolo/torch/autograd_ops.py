@@ -7,6 +7,7 @@ splits, reducescatter -> allgather).
 import torch
 
 from kolo.torch import basics
+from kolo.torch.arguments import compression_arg, tensor_arg, tensor_list
 from kolo.torch.compression import Compression
 from kolo.torch.ops import (Average, Sum, allgather_async, allreduce_async, alltoall_async,
                             broadcast_async, grouped_allgather_async, grouped_allreduce_async,
@@ -34,7 +35,7 @@ class HorovodAllreduce(torch.autograd.Function):
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """A new tensor: `tensor` reduced over the ranks (op defaults to Average)."""
-    compressed, ctx = compression.compress(tensor)
+    compressed, ctx = compression_arg(compression).compress(tensor_arg(tensor))
     reduced = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor,
                                      postscale_factor, process_set)
     return compression.decompress(reduced, ctx)
@@ -60,7 +61,9 @@ class HorovodGroupedAllreduce(torch.autograd.Function):
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """New tensors: each of `tensors` reduced, negotiated and completed as one unit."""
-    compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
+    compression = compression_arg(compression)
+    compressed, ctxs = zip(*[compression.compress(t)
+                             for t in tensor_list(tensors, "grouped_allreduce")])
     reduced = HorovodGroupedAllreduce.apply(average, name, op, prescale_factor, postscale_factor,
                                             process_set, *compressed)
     return [compression.decompress(t, c) for t, c in zip(reduced, ctxs)]
@@ -92,7 +95,7 @@ class HorovodAllgather(torch.autograd.Function):
 
 def allgather(tensor, name=None, process_set=global_process_set):
     """Every rank's `tensor` concatenated along the first dimension (which may differ)."""
-    return HorovodAllgather.apply(tensor, name, process_set)
+    return HorovodAllgather.apply(tensor_arg(tensor), name, process_set)
 
 
 class HorovodGroupedAllgather(torch.autograd.Function):
@@ -109,7 +112,8 @@ class HorovodGroupedAllgather(torch.autograd.Function):
 
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    return list(HorovodGroupedAllgather.apply(name, process_set, *tensors))
+    return list(HorovodGroupedAllgather.apply(name, process_set,
+                                              *tensor_list(tensors, "grouped_allgather")))
 
 
 class HorovodBroadcast(torch.autograd.Function):
@@ -129,7 +133,7 @@ class HorovodBroadcast(torch.autograd.Function):
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """A new tensor holding root_rank's `tensor` (root_rank is a job rank)."""
-    return HorovodBroadcast.apply(tensor, root_rank, name, process_set)
+    return HorovodBroadcast.apply(tensor_arg(tensor), root_rank, name, process_set)
 
 
 class HorovodAlltoall(torch.autograd.Function):
@@ -152,7 +156,7 @@ class HorovodAlltoall(torch.autograd.Function):
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Rows splits[p] of `tensor` go to rank p (equal parts when splits is None). Returns the
     rows received, in rank order, and with splits given also the count received from each."""
-    return HorovodAlltoall.apply(tensor, splits, name, process_set)
+    return HorovodAlltoall.apply(tensor_arg(tensor), splits, name, process_set)
 
 
 def _reducescatter_grad(grad_output, op, process_set, scale):
@@ -179,7 +183,7 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """This rank's rows of `tensor` reduced over the ranks (the first rows % size ranks get one
     row more than the others)."""
-    compressed, ctx = compression.compress(tensor)
+    compressed, ctx = compression_arg(compression).compress(tensor_arg(tensor))
     reduced = HorovodReducescatter.apply(compressed, name, op, process_set, prescale_factor,
                                          postscale_factor)
     return compression.decompress(reduced, ctx)
@@ -201,7 +205,9 @@ class HorovodGroupedReducescatter(torch.autograd.Function):
 def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
                           process_set=global_process_set, prescale_factor=1.0,
                           postscale_factor=1.0):
-    compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
+    compression = compression_arg(compression)
+    compressed, ctxs = zip(*[compression.compress(t)
+                             for t in tensor_list(tensors, "grouped_reducescatter")])
     reduced = HorovodGroupedReducescatter.apply(name, op, process_set, prescale_factor,
                                                 postscale_factor, *compressed)
     return [compression.decompress(t, c) for t, c in zip(reduced, ctxs)]

@@ -84,14 +84,35 @@ def _to_bytes(obj):
     return torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
 
 
+def _pickled(obj, pickling):
+    """(bytes, None), or (None, the error) when `obj` cannot be pickled: the caller sends size
+    -1 so that the other ranks fail with it instead of waiting for bytes never sent."""
+    if not pickling:
+        return None, None
+    try:
+        return _to_bytes(obj), None
+    except Exception as e:  # any error of pickle or of the object's __reduce__
+        return None, e
+
+
+def _pickle_failed(op, ranks, failure):
+    if failure is not None:
+        raise failure
+    raise ValueError("%s: rank %s could not pickle its object (its own error says why)" %
+                     (op, ", ".join(str(r) for r in ranks)))
+
+
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """root_rank's `obj` (any picklable object) on every rank of the set. Unnamed calls are
     named by their order, as other ops are (Horovod names them by the object's type)."""
     name = _name(name, "broadcast_object", _id_of(process_set))
     mine = basics.rank() == root_rank
-    data = _to_bytes(obj) if mine else None
-    size = torch.tensor([data.numel() if mine else 0], dtype=torch.int64)
+    data, failure = _pickled(obj, mine)
+    size = torch.tensor([data.numel() if data is not None else -1 if mine else 0],
+                        dtype=torch.int64)
     synchronize(broadcast_async_(size, root_rank, name + ".sz", process_set))
+    if size.item() < 0:
+        _pickle_failed("broadcast_object", [root_rank], failure)
     if not mine:
         data = torch.empty(int(size.item()), dtype=torch.uint8)
     synchronize(broadcast_async_(data, root_rank, name + ".t", process_set))
@@ -101,9 +122,13 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Every rank's `obj`, in rank order of the set."""
     name = _name(name, "allgather_object", _id_of(process_set))
-    data = _to_bytes(obj)
-    sizes = synchronize(allgather_async(torch.tensor([data.numel()], dtype=torch.int64),
-                                        name + ".sz", process_set))
+    data, failure = _pickled(obj, True)
+    sizes = synchronize(allgather_async(
+        torch.tensor([data.numel() if data is not None else -1], dtype=torch.int64),
+        name + ".sz", process_set))
+    if (sizes < 0).any():
+        _pickle_failed("allgather_object", [process_set.ranks[i] for i in
+                                            (sizes < 0).nonzero().flatten().tolist()], failure)
     gathered = synchronize(allgather_async(data, name + ".t", process_set)).numpy().tobytes()
     out, at = [], 0
     for n in sizes.tolist():

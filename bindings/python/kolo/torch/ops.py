@@ -13,6 +13,7 @@ import torch
 
 from kolo import _core
 from kolo.torch import basics
+from kolo.torch.arguments import rank_arg, scale_arg, splits_arg, tensor_arg, tensor_list
 from kolo.torch.process_sets import _id_of, _registered, global_process_set
 
 # Reduction ops, with Horovod's values.
@@ -68,8 +69,7 @@ def _names(name, kind, set_id, count):
 
 
 def _dtype_of(tensor):
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError("expected a torch.Tensor, got %s" % type(tensor).__name__)
+    tensor_arg(tensor)
     if tensor.device.type != "cpu":
         raise ValueError("kolo.torch handles CPU tensors only; this tensor is on %s" %
                          tensor.device)
@@ -80,6 +80,11 @@ def _dtype_of(tensor):
     except KeyError:
         raise TypeError("kolo does not support %s tensors yet (supported: %s)" % (
             tensor.dtype, ", ".join(str(d) for d in _DTYPES))) from None
+
+
+def _scales(prescale_factor, postscale_factor):
+    return (scale_arg(prescale_factor, "prescale_factor"),
+            scale_arg(postscale_factor, "postscale_factor"))
 
 
 def _core_op(op):
@@ -174,9 +179,9 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
     dtype = _dtype_of(tensor)
     src = _contiguous(tensor)
     dst = src if output is tensor else output
+    pre, post = _scales(prescale_factor, postscale_factor)
     h = engine.allreduce(_name(name, "allreduce", set_id), src.data_ptr(), dst.data_ptr(), dtype,
-                         list(src.shape), core_op, float(prescale_factor),
-                         float(postscale_factor), _core.Compression.NONE, set_id)
+                         list(src.shape), core_op, pre, post, _core.Compression.NONE, set_id)
     finish = _copy_back(tensor, src) if output is tensor else (lambda: output)
     return _register([h], (tensor, src, dst), finish)
 
@@ -197,8 +202,7 @@ class _PreparedAllreduce:
         self.tensor, self.ptr = tensor, tensor.data_ptr()
         self.settings = (op, prescale_factor, postscale_factor, process_set)
         self.args = (str(name), self.ptr, self.ptr, dtype, list(tensor.shape), core_op,
-                     float(prescale_factor), float(postscale_factor), _core.Compression.NONE,
-                     set_id)
+                     *_scales(prescale_factor, postscale_factor), _core.Compression.NONE, set_id)
         self.finish = lambda: tensor
 
     def matches(self, tensor, settings):
@@ -242,9 +246,7 @@ def _grouped_allreduce_async(tensors, names, op, prescale_factor, postscale_fact
     """In place: every tensor of `tensors` is reduced, as one unit per dtype (the engine's groups
     share a dtype)."""
     engine, set_id, core_op = basics._engine(), _id_of(process_set), _core_op(op)
-    tensors = list(tensors)
-    if not tensors:
-        raise ValueError("a grouped allreduce needs at least one tensor")
+    tensors = tensor_list(tensors, "grouped_allreduce")
     dtypes = [_dtype_of(t) for t in tensors]
     buffers = [_contiguous(t) for t in tensors]
     by_dtype = {}
@@ -254,8 +256,8 @@ def _grouped_allreduce_async(tensors, names, op, prescale_factor, postscale_fact
     for dtype, members in by_dtype.items():
         handles += engine.grouped_allreduce(
             [names[i] for i in members], [buffers[i].data_ptr() for i in members], dtype,
-            [list(buffers[i].shape) for i in members], core_op, float(prescale_factor),
-            float(postscale_factor), _core.Compression.NONE, set_id)
+            [list(buffers[i].shape) for i in members], core_op,
+            *_scales(prescale_factor, postscale_factor), _core.Compression.NONE, set_id)
     copies = [_copy_back(t, b) for t, b in zip(tensors, buffers)]
     return _register(handles, (tensors, buffers), lambda: [c() for c in copies])
 
@@ -265,6 +267,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     """Starts reducing a list of tensors in place, negotiated and completed together."""
     op = handle_average_backwards_compatibility(op, average)
     set_id = _id_of(process_set)
+    tensors = tensor_list(tensors, "grouped_allreduce")
     return _grouped_allreduce_async(tensors, _names(name, "grouped_allreduce", set_id,
                                                     len(tensors)),
                                     op, prescale_factor, postscale_factor, process_set)
@@ -273,7 +276,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing a list of tensors into new tensors."""
-    outputs = [_contiguous(t).clone() for t in tensors]
+    outputs = [_contiguous(t).clone() for t in tensor_list(tensors, "grouped_allreduce")]
     return grouped_allreduce_async_(outputs, average, name, op, prescale_factor,
                                     postscale_factor, process_set)
 
@@ -320,7 +323,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    tensors = list(tensors)
+    tensors = tensor_list(tensors, "grouped_allgather")
     names = _names(name, "grouped_allgather", _id_of(process_set), len(tensors))
     handles, buffers = _allgather_async(tensors, names, process_set)
     return _register(handles, (tensors, buffers),
@@ -330,7 +333,8 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
 def _broadcast_async(tensor, buffer, root_rank, name, process_set, finish):
     engine, set_id = basics._engine(), _id_of(process_set)
     dtype = _dtype_of(tensor)
-    root = int(root_rank) if set_id == 0 else process_set._root_index(int(root_rank))
+    root_rank = rank_arg(root_rank, "root_rank", basics.size())
+    root = root_rank if set_id == 0 else process_set._root_index(root_rank)
     h = engine.broadcast(_name(name, "broadcast", set_id), buffer.data_ptr(), dtype,
                          list(buffer.shape), root, set_id)
     return _register([h], (tensor, buffer), finish)
@@ -354,14 +358,6 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
-def _splits_list(splits):
-    if splits is None:
-        return []
-    if isinstance(splits, torch.Tensor):
-        splits = splits.tolist()
-    return [int(s) for s in splits]
-
-
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts sending splits[p] first-dimension rows of `tensor` to rank p of the set (equal
     parts when splits is None). synchronize() returns (output, received_splits)."""
@@ -372,7 +368,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
                                   "supported by kolo's engine yet")
     dtype = _dtype_of(tensor)
     src = _contiguous(tensor)
-    send = _splits_list(splits)
+    send = splits_arg(splits)
     base = _name(name, "alltoall", set_id)
     h = engine.alltoall(base, src.data_ptr(), dtype, list(src.shape), send, set_id)
     # The engine keeps the received row counts to itself: they travel in an alltoall of their
@@ -391,7 +387,7 @@ def _reducescatter_async(tensors, names, op, process_set, prescale_factor, posts
     dtypes = [_dtype_of(t) for t in tensors]
     buffers = [_contiguous(t) for t in tensors]
     handles = [engine.reduce_scatter(n, b.data_ptr(), d, list(b.shape), core_op,
-                                     float(prescale_factor), float(postscale_factor), set_id)
+                                     *_scales(prescale_factor, postscale_factor), set_id)
                for n, b, d in zip(names, buffers, dtypes)]
     return handles, buffers
 
@@ -408,7 +404,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
 
 def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
-    tensors = list(tensors)
+    tensors = tensor_list(tensors, "grouped_reducescatter")
     names = _names(name, "grouped_reducescatter", _id_of(process_set), len(tensors))
     handles, buffers = _reducescatter_async(tensors, names, op, process_set, prescale_factor,
                                             postscale_factor)

@@ -5,6 +5,7 @@ accumulated it, and step() waits for them all before updating the parameters.
 Each parameter's hook sits on its gradient accumulator (Horovod's expand_as trick), so it runs
 once the gradient of this backward pass is complete, while the backward pass goes on.
 """
+import numbers
 import os
 import warnings
 from contextlib import contextmanager
@@ -13,6 +14,7 @@ import torch
 
 import kolo
 from kolo.torch import basics
+from kolo.torch.arguments import compression_arg, scale_arg
 from kolo.torch.compression import Compression
 from kolo.torch.ops import (Average, Adasum, _grouped_allreduce_async, _PreparedAllreduce,
                             allreduce_async_, sparse_allreduce_async, synchronize)
@@ -285,6 +287,15 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if op == Adasum:
         raise NotImplementedError("kolo does not implement Adasum; use op=Average or op=Sum")
+    compression_arg(compression)
+    for what, value, low in (("backward_passes_per_step", backward_passes_per_step, 1),
+                             ("num_groups", num_groups, 0)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+            raise ValueError("%s must be an integer >= %d, got %r" % (what, low, value))
+    scale_arg(gradient_predivide_factor, "gradient_predivide_factor")
+    if not gradient_predivide_factor > 0:
+        raise ValueError("gradient_predivide_factor must be > 0, got %r" %
+                         (gradient_predivide_factor,))
     if num_groups != 0 and groups is not None:
         raise ValueError("num_groups and groups cannot be given together")
     if groups is not None and not (isinstance(groups, list) and
