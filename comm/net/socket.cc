@@ -68,6 +68,7 @@ int poll_timeout_ms(Deadline deadline, int cap_ms) {
 Socket& Socket::operator=(Socket&& other) noexcept {
   if (this != &other) {
     close();
+    peer_ = std::move(other.peer_);
     fd_ = other.release();
   }
   return *this;
@@ -76,12 +77,14 @@ Socket& Socket::operator=(Socket&& other) noexcept {
 int Socket::release() {
   int fd = fd_;
   fd_ = -1;
+  peer_.clear();
   return fd;
 }
 
 void Socket::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  peer_.clear();
 }
 
 Socket Socket::listen(const std::string& host, int port, int backlog) {
@@ -106,6 +109,7 @@ Socket Socket::connect(const std::string& host, int port, Deadline deadline) {
     if (::connect(sock.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
       sock.set_nonblocking();
       sock.set_nodelay();
+      sock.peer_ = format(addr);
       return sock;
     }
     if (errno != ECONNREFUSED && errno != ETIMEDOUT && errno != EINTR && errno != ECONNRESET &&
@@ -125,6 +129,7 @@ Socket Socket::accept(Deadline deadline) {
     if (fd >= 0) {
       Socket sock(fd);
       sock.set_nodelay();
+      (void)sock.peer_name();  // remembered
       return sock;
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
@@ -151,10 +156,13 @@ std::string Socket::local_address() const {
 }
 
 std::string Socket::peer_name() const {
-  sockaddr_in addr{};
-  socklen_t len = sizeof addr;
-  if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";
-  return format(addr);
+  if (peer_.empty()) {
+    sockaddr_in addr{};
+    socklen_t len = sizeof addr;
+    if (::getpeername(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";
+    peer_ = format(addr);
+  }
+  return peer_;
 }
 
 void Socket::set_nonblocking() {

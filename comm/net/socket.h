@@ -23,7 +23,7 @@ class Socket {
   Socket() = default;
   explicit Socket(int fd) : fd_(fd) {}
   ~Socket() { close(); }
-  Socket(Socket&& other) noexcept : fd_(other.release()) {}
+  Socket(Socket&& other) noexcept : peer_(std::move(other.peer_)) { fd_ = other.release(); }
   Socket& operator=(Socket&& other) noexcept;
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
@@ -43,7 +43,9 @@ class Socket {
 
   int local_port() const;
   std::string local_address() const;
-  std::string peer_name() const;  // "ip:port", for messages
+  // "ip:port", for messages; remembered from the connect or accept, so a message about a
+  // peer that has gone (where getpeername fails) still names it. "?" when never known.
+  std::string peer_name() const;
 
   void set_nonblocking();
   void set_nodelay();
@@ -55,6 +57,7 @@ class Socket {
 
  private:
   int fd_ = -1;
+  mutable std::string peer_;
 };
 
 // A non-loopback IPv4 address of this host that peers can reach, or "127.0.0.1".

@@ -23,6 +23,7 @@
 #include "comm/bootstrap/store_protocol.h"
 #include "comm/bootstrap/tcp_store.h"
 #include "comm/net/auth.h"
+#include "comm/net/socket.h"
 #include "tests/common/scoped_env.h"
 #include "tests/unit/expect_error.h"
 
@@ -174,6 +175,31 @@ TEST(Store, TcpStoreAcrossClients) {
   bootstrap::TcpStore a("127.0.0.1", server.port(), 0, 5s);
   bootstrap::TcpStore b("127.0.0.1", server.port(), 1, 5s);
   exercise_store(a, b);
+}
+
+// A connection whose peer has gone names the peer's address (getpeername fails by then: the
+// message said "connection to ?"), on the connecting and on the accepting side.
+TEST(Socket, APeerThatHasGoneIsNamedByItsAddress) {
+  net::Socket listener = net::Socket::listen("127.0.0.1", 0);
+  const std::string port = std::to_string(listener.local_port());
+  net::Socket client =
+      net::Socket::connect("127.0.0.1", listener.local_port(), net::deadline_after(5s));
+  net::Socket served = listener.accept(net::deadline_after(5s));
+  ASSERT_TRUE(served.valid());
+  served.close();
+  char byte = 0;
+  const std::string m =
+      error_of([&] { client.recv_all(&byte, 1, net::deadline_after(5s)); }, ErrorCode::kPeerLost);
+  EXPECT_NE(m.find("connection to 127.0.0.1:" + port + " closed while receiving"),
+            std::string::npos)
+      << m;
+  net::Socket again =
+      net::Socket::connect("127.0.0.1", listener.local_port(), net::deadline_after(5s));
+  net::Socket accepted = listener.accept(net::deadline_after(5s));
+  const std::string peer = accepted.peer_name();
+  again.close();
+  EXPECT_EQ(accepted.peer_name(), peer);
+  EXPECT_EQ(peer.rfind("127.0.0.1:", 0), 0u) << peer;
 }
 
 TEST(Store, BadAddsCloseOnlyTheirConnection) {
