@@ -136,6 +136,10 @@ TEST(Config, ValidationMessagesNamePathAndRange) {
   expect_error(with({{"fp16", {{"initial_scale_power", 4}, {"min_loss_scale", 32}}}}),
                "fp16.min_loss_scale: 32 is out of range (0, 16]");
   expect_error(with({{"fp16", 3}}), "fp16: expected a JSON object, got 3");
+  // The scaler keeps its scale in fp32 (once refused only after the model was built, naming
+  // the scaler instead of the key).
+  expect_error(with({{"fp16", {{"loss_scale", 1e39}}}}),
+               "fp16.loss_scale: 1e+39 is out of range [0, 3.40282");
 }
 
 TEST(Config, UnknownKeysWarnWithTheirPath) {

@@ -32,6 +32,14 @@ TEST(ModelMlp, LayoutAndConfig) {
   EXPECT_EQ(parse_mlp_config("784-128-10").sizes, (std::vector<int>{784, 128, 10}));
   EXPECT_THROW(parse_mlp_config("784-x-10"), Error);
   EXPECT_THROW(parse_mlp_config("784"), Error);
+  for (const char* wide : {"784-2000000-10", "784-1000000000-10"}) {
+    try {
+      parse_mlp_config(wide);
+      ADD_FAILURE() << wide;
+    } catch (const Error& e) {  // the width named, not "expected widths joined by '-'"
+      EXPECT_NE(std::string(e.what()).find("outside [1, 1048576]"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(ModelMlp, GradientsMatchFiniteDifferences) {

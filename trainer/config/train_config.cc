@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "comm/base/error.h"
@@ -37,7 +38,9 @@ Fp16Config parse_fp16(const JsonSection& s) {
                   "consecutive_hysteresis", "min_loss_scale"});
   Fp16Config c;
   c.enabled = s.get_bool("enabled", c.enabled);
-  c.loss_scale = s.get_double("loss_scale", c.loss_scale, Range::at_least(0));
+  // The scaler keeps its scale in fp32: a larger one would become infinity there.
+  constexpr double kMaxScale = std::numeric_limits<float>::max();
+  c.loss_scale = s.get_double("loss_scale", c.loss_scale, Range::closed(0, kMaxScale));
   c.initial_scale_power =
       s.get_int("initial_scale_power", c.initial_scale_power, Range::closed(0, 64));
   c.loss_scale_window = s.get_int("loss_scale_window", c.loss_scale_window, Range::at_least(1));
@@ -45,7 +48,7 @@ Fp16Config parse_fp16(const JsonSection& s) {
   c.consecutive_hysteresis = s.get_bool("consecutive_hysteresis", c.consecutive_hysteresis);
   const double initial = std::ldexp(1.0, static_cast<int>(c.initial_scale_power));
   c.min_loss_scale = s.get_double("min_loss_scale", c.min_loss_scale,
-                                  {0, c.loss_scale > 0 ? kInf : initial, false, true});
+                                  {0, c.loss_scale > 0 ? kMaxScale : initial, false, true});
   return c;
 }
 

@@ -23,8 +23,9 @@ MlpConfig parse_mlp_config(std::string_view text) {
   c.sizes.clear();
   std::string part;
   auto flush = [&]() {
-    KOLO_CHECK_ARG(!part.empty() && part.size() < 9, "MLP config '", text,
+    KOLO_CHECK_ARG(!part.empty(), "MLP config '", text,
                    "': expected widths joined by '-', e.g. 784-512-256-10");
+    KOLO_CHECK_ARG(part.size() < 9, "MLP config: width ", part, " outside [1, 1048576]");
     c.sizes.push_back(std::stoi(part));
     part.clear();
   };
