@@ -13,6 +13,7 @@
 
 #include "comm/alloc_shared.h"
 #include "comm/base/algorithm.h"
+#include "comm/base/error.h"
 #include "comm/base/reduce_op.h"
 
 namespace kolo::bench {
@@ -226,7 +227,10 @@ Buffers::Buffers(size_t bytes, bool shared)
   const size_t page = 4096, rounded = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
   send_.reset(shared ? alloc_shared(rounded) : std::aligned_alloc(page, rounded));
   recv_.reset(shared ? alloc_shared(rounded) : std::aligned_alloc(page, rounded));
-  if (!send_ || !recv_) throw std::bad_alloc();
+  if (!send_ || !recv_)
+    KOLO_THROW(ErrorCode::kInvalidArgument, "cannot allocate two buffers of ", rounded, " bytes (",
+               shared ? "--alloc shared" : "private memory",
+               ") for the largest size: lower -e or the number of ranks on this host");
 }
 
 void* send_buffer(const BenchCase& c, Buffers& buffers) {
