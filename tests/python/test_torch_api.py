@@ -525,6 +525,11 @@ def test_own_communicator_next_to_hvd():
     assert flags.tolist() == [(1 << n) - 1, -1]
     with pytest.raises(kolo.InvalidArgumentError, match="bits of integers"):
         comm.allreduce(x.numpy(), x.numpy(), kolo.ReduceOp.BXOR)
+    # Any Python int is named in the message (once: pybind11's list of signatures).
+    with pytest.raises(kolo.InvalidArgumentError, match="root 1099511627776 is not in"):
+        comm.broadcast(x.numpy(), 2**40)
+    with pytest.raises(kolo.InvalidArgumentError, match="color 1099511627776 is not -1"):
+        comm.split(2**40, 0)
     assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [float(n)] * 2
 
 

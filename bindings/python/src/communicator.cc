@@ -1,6 +1,7 @@
 // kolo.Communicator: the synchronous collectives over Python buffers (numpy arrays, bytearray,
 // memoryview; C-contiguous). Sizes are checked here, since the C++ calls trust their counts.
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -115,12 +116,16 @@ void alltoall(PyCommunicator& c, const py::buffer& send, const py::buffer& recv)
   locked(c, [&](Communicator& comm) { comm.alltoall(s.data, r.data, s.count / n, s.dtype); });
 }
 
-void broadcast(PyCommunicator& c, const py::buffer& data, int root) {
+// Python ints arrive as int64 so that any value gets a message naming it, not pybind11's
+// list of signatures.
+void broadcast(PyCommunicator& c, const py::buffer& data, int64_t root) {
   Buffer b = buffer_of(data, true, "data");
   require(root >= 0 && root < c.comm->size(), "broadcast: root " + std::to_string(root) +
                                                   " is not in [0, " +
                                                   std::to_string(c.comm->size()) + ")");
-  locked(c, [&](Communicator& comm) { comm.broadcast(b.data, b.count, b.dtype, root); });
+  locked(c, [&](Communicator& comm) {
+    comm.broadcast(b.data, b.count, b.dtype, static_cast<int>(root));
+  });
 }
 
 std::optional<PyCommunicator> wrap(std::shared_ptr<Communicator> comm) {
@@ -164,8 +169,15 @@ void bind_communicator(py::module_& m) {
            [](PyCommunicator& c) { locked(c, [](Communicator& comm) { comm.barrier(); }); })
       .def(
           "split",
-          [](PyCommunicator& c, int color, int key) {
-            return wrap(locked(c, [&](Communicator& comm) { return comm.split(color, key); }));
+          [](PyCommunicator& c, int64_t color, int64_t key) {
+            constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+            require(color >= -1 && color <= kMax,
+                    "split: color " + std::to_string(color) + " is not -1 or in [0, 2^31)");
+            require(key >= -kMax - 1 && key <= kMax,
+                    "split: key " + std::to_string(key) + " does not fit a 32-bit int");
+            return wrap(locked(c, [&](Communicator& comm) {
+              return comm.split(static_cast<int>(color), static_cast<int>(key));
+            }));
           },
           py::arg("color"), py::arg("key"),
           "Collective: ranks with the same color form a new communicator; color -1 gives None.")
