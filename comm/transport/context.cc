@@ -162,8 +162,9 @@ void Context::fail(const std::string& why) {
 void Context::throw_timeout(int peer) const {
   KOLO_THROW(ErrorCode::kTimeout, operation(), " on rank ", rank_, ": no progress with ",
              describe_peer(peer), " for ", timeout_.count() / 1000.0,
-             " s (KOLO_TIMEOUT_SECONDS); the peer is stuck, dead, or not calling the same "
-             "collective");
+             " s (the communicator's timeout: KOLO_TIMEOUT_SECONDS, or the one its creator "
+             "passed, such as torch.distributed's timeout=); the peer is stuck, dead, or not "
+             "calling the same collective");
 }
 
 void Context::throw_larger_message(int peer, size_t expected_bytes) const {

@@ -461,6 +461,10 @@ def test_bad_arguments_fail_at_once():
         dist.all_gather([torch.ones(3)], x)
     with pytest.raises(ValueError, match="splits add up to"):
         dist.all_to_all_single(torch.ones(n), torch.ones(n), [1] * n, [2] * n)
+    # Splits whose sum wraps a 64-bit integer back to the row count (once accepted).
+    wrapping = [2**63 - 1] + [1] * (n - 2) + [2]
+    with pytest.raises(ValueError, match="is more than the tensor's rows"):
+        dist.all_to_all_single(torch.ones(n), torch.ones(n), wrapping, wrapping)
     with pytest.raises(ValueError, match="expected the group's size times"):
         dist.reduce_scatter_tensor(torch.ones(2), torch.ones(2 * n + 1))
     with pytest.raises(ValueError, match="dtypes differ"):
@@ -496,10 +500,21 @@ def test_ranks_that_disagree_fail_with_mismatch():
     dist.barrier()
 
 
+def test_ranks_naming_different_roots_of_a_reduce_fail_with_mismatch():
+    # reduce runs as an allreduce, which alone would not notice (once: every rank its own root).
+    group = dist.new_group(backend="kolo")
+    with pytest.raises(kolo.MismatchError, match="reduce: the ranks name different roots"):
+        dist.reduce(torch.ones(3), dst=r, group=group)
+    x = torch.ones(3)
+    dist.reduce(x, dst=n - 1, group=group)  # the group carries on
+    assert x.tolist() == ([float(n)] * 3 if r == n - 1 else [1.0] * 3)
+    dist.destroy_process_group(group)
+
+
 def test_a_rank_that_does_not_come_fails_with_timeout():
     group = dist.new_group(backend="kolo", timeout=datetime.timedelta(seconds=2))
     if r == 0:  # alone in this call
-        with pytest.raises(kolo.TimeoutError):
+        with pytest.raises(kolo.TimeoutError, match="torch.distributed's timeout="):
             dist.all_reduce(torch.ones(3), group=group)
     dist.barrier()
     dist.destroy_process_group(group)

@@ -530,6 +530,10 @@ def test_own_communicator_next_to_hvd():
         comm.broadcast(x.numpy(), 2**40)
     with pytest.raises(kolo.InvalidArgumentError, match="color 1099511627776 is not -1"):
         comm.split(2**40, 0)
+    read_only = x.numpy().copy()
+    read_only.flags.writeable = False
+    with pytest.raises(kolo.InvalidArgumentError, match="recv: .*read-only"):
+        comm.allreduce(x.numpy(), read_only)
     assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [float(n)] * 2
 
 

@@ -25,7 +25,8 @@ void rooted_alltoallv(Communicator& comm, const char* what, int root, const void
 }  // namespace
 
 // The root reduces in place; the other ranks reduce a copy, so their tensors keep their values
-// (as NCCL's reduce leaves them).
+// (as NCCL's reduce leaves them). The reduction itself is an allreduce, which would not notice
+// ranks naming different roots: a two-element max compares them first.
 c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::reduce(std::vector<at::Tensor>& tensors,
                                                           const ::c10d::ReduceOptions& opts) {
   check_timeout(opts.timeout, "reduce");
@@ -35,6 +36,11 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupKolo::reduce(std::vector<at::Tensor
   Buffer b =
       reduced(rank_ == root ? t : t.clone(at::MemoryFormat::Contiguous), op, "reduce: tensor");
   return enqueue(OpType::REDUCE, {t}, [b, t, op, root](Communicator& comm) {
+    int64_t roots[2] = {root, -root};  // max and -min
+    comm.allreduce(roots, roots, 2, DType::kInt64, ReduceOp::kMax);
+    if (roots[0] != -roots[1])
+      KOLO_THROW(ErrorCode::kMismatch, "reduce: the ranks name different roots (from ", -roots[1],
+                 " to ", roots[0], "); rank ", comm.rank(), " names ", root);
     comm.allreduce(b.data(), b.data(), b.count, b.dtype, op);
     if (comm.rank() == root) copy_back(b, t);
   });

@@ -4,6 +4,7 @@
 #include <ATen/core/jit_type.h>
 #include <Python.h>
 #include <c10/core/GradMode.h>
+#include <cxxabi.h>
 
 #include "comm/base/error.h"
 
@@ -96,6 +97,7 @@ void WorkQueue::run_on_worker_until(const Work& work) {
       state->queue.pop_front();
     }
     execute(*state, item);
+    release(item);
   }
 }
 
@@ -112,10 +114,28 @@ void WorkQueue::execute(State& state, Item& item) {
                  "the process group was destroyed before this "
                  "collective ran");
     item.run();
+  } catch (abi::__forced_unwind&) {
+    // The thread is being ended (Python ends a thread that takes the GIL while the interpreter
+    // shuts down): swallowing that unwind would terminate the process.
+    throw;
   } catch (...) {
     error = std::current_exception();
   }
   item.work->complete(error);
+}
+
+// Once Python is shutting down, the worker must not take the GIL: Python would end the thread
+// from inside a destructor (noexcept), which terminates the process. Dropping the last
+// reference to a tensor Python let go of takes it, so a finished item is then left alive: the
+// process is exiting anyway.
+void WorkQueue::release(Item& item) {
+#if PY_VERSION_HEX >= 0x030D0000
+  const bool finalizing = Py_IsFinalizing();
+#else
+  const bool finalizing = _Py_IsFinalizing();
+#endif
+  if (finalizing) new Item(std::move(item));  // NOLINT: deliberately never freed
+  item = {};
 }
 
 void WorkQueue::loop(const std::shared_ptr<State>& state) {
@@ -133,6 +153,7 @@ void WorkQueue::loop(const std::shared_ptr<State>& state) {
       state->queue.pop_front();
     }
     execute(*state, item);
+    release(item);
   }
 }
 

@@ -76,6 +76,8 @@ class WorkQueue {
     c10::intrusive_ptr<Work> work;
     std::function<void()> run;
   };
+  // Destroys a finished item's references, or leaves them alive once Python shuts down.
+  static void release(Item& item);
   // Shared with the thread, which outlives the queue when the queue is destroyed on it.
   struct State {
     std::mutex mutex;

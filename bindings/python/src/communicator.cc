@@ -36,7 +36,14 @@ DType dtype_of_format(std::string format, size_t itemsize) {
 }
 
 Buffer buffer_of(const py::buffer& object, bool writable, const char* what) {
-  py::buffer_info info = object.request(writable);
+  py::buffer_info info;
+  try {
+    info = object.request(writable);
+  } catch (const py::error_already_set& e) {  // e.g. a read-only array as recv
+    invalid(std::string(what) + ": " + e.what());
+  } catch (const std::exception& e) {
+    invalid(std::string(what) + ": " + e.what());
+  }
   Buffer b{info.ptr, static_cast<size_t>(info.size),
            dtype_of_format(info.format, static_cast<size_t>(info.itemsize))};
   // C-contiguous: each stride is the product of the later dimensions.
