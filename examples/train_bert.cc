@@ -359,6 +359,15 @@ int run(Job job, const Args& args) {
   const size_t seq = batcher_options(base, 1, false, 0).seq_len;
   const uint64_t seed = static_cast<uint64_t>(base.kolo.get_int("seed", 1, kt::Range::at_least(0)));
   job.connect();
+  // What shapes the run must be the same everywhere (not the data folder or thread count,
+  // which may differ per host).
+  job.require_same_settings({{"config", base.raw},
+                             {"--phase", args.phase},
+                             {"--load", args.load},
+                             {"--resume", args.resume},
+                             {"--save-every", args.save_every},
+                             {"--keep", args.keep},
+                             {"--device", args.device}});
 
   kt::set_num_threads(args.threads > 0 ? args.threads : job.default_threads());
   const std::filesystem::path data_dir =

@@ -59,6 +59,7 @@ int run(Job job, const Args& args) {
   if (job.lead()) kt::print_config_warnings(warnings);
   kt::DataParallel::check(config.zero);
   job.connect();  // after every setting is checked: a bad one stops every rank the same way
+  job.require_same_settings({{"config", config.raw}});
   kt::set_num_threads(args.threads > 0 ? args.threads : job.default_threads());
   const std::filesystem::path data_dir =
       args.data_dir.empty() ? kt::default_data_dir() : std::filesystem::path(args.data_dir);

@@ -226,6 +226,7 @@ Response Coordinator::decide_group(
 void Coordinator::inspect_stalls(const std::map<std::string, std::vector<const Request*>>& pending,
                                  const std::vector<bool>& joined, std::vector<Response>& out) {
   const auto now = Clock::now();
+  std::string stalled;  // the first tensor past the shutdown deadline: every pending one fails
   for (const auto& [name, by_rank] : pending) {
     auto seen = first_seen_.emplace(name, now).first->second;
     double waited = std::chrono::duration<double>(now - seen).count();
@@ -240,20 +241,30 @@ void Coordinator::inspect_stalls(const std::map<std::string, std::vector<const R
     std::string what = "tensor '" + name + "' waits for " + waiting_for + " for " +
                        detail::concat(std::round(waited * 10) / 10) + " s";
     if (stall_shutdown_seconds_ > 0 && waited >= stall_shutdown_seconds_) {
+      if (stalled.empty())
+        stalled = "stall: " + what + "; failed after KOLO_STALL_SHUTDOWN_SECONDS=" +
+                  detail::concat(stall_shutdown_seconds_);
+    } else if (waited >= stall_check_seconds_ && warned_.insert(name).second) {
+      KOLO_LOG(kWarning, "stall: ", what, " (KOLO_STALL_CHECK_SECONDS)");
+    }
+  }
+  // The ranks wait for each other's tensors (each submitted what the others never will, as
+  // ranks that run different code do): every tensor pending anywhere fails with the first
+  // stalled one, on every rank, so that no rank is left waiting for one of the others.
+  if (!stalled.empty())
+    for (const auto& [name, by_rank] : pending) {
       Response err;
       err.kind = Response::Kind::kError;
       for (const Request* q : by_rank)
         if (q) err.type = q->type;
       err.names = {name};
-      err.error = "stall: " + what + "; failed after KOLO_STALL_SHUTDOWN_SECONDS=" +
-                  std::to_string(stall_shutdown_seconds_);
+      err.error = stalled.find("'" + name + "'") != std::string::npos
+                      ? stalled
+                      : "tensor '" + name + "' fails with the stalled ones: " + stalled;
       out.push_back(err);
       first_seen_.erase(name);
       warned_.erase(name);
-    } else if (waited >= stall_check_seconds_ && warned_.insert(name).second) {
-      KOLO_LOG(kWarning, "stall: ", what, " (KOLO_STALL_CHECK_SECONDS)");
     }
-  }
   // Forget names that vanished without completing (e.g. failed locally).
   for (auto it = first_seen_.begin(); it != first_seen_.end();)
     it = pending.count(it->first) ? std::next(it) : first_seen_.erase(it);

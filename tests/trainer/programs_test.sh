@@ -3,7 +3,8 @@
 # reach 96% test accuracy; train_bert runs a few steps of both phases, saves, reloads and
 # fine-tunes again, printing every metric; both run data-parallel on 2 ranks under kolorun;
 # ZeRO stages 2 (the default config) and 3 with activation checkpointing; bad batch sizes and
-# unknown ZeRO stages are refused. Usage: programs_test.sh BUILD_DIR
+# unknown ZeRO stages are refused; ranks with different settings stop naming the key.
+# Usage: programs_test.sh BUILD_DIR
 # SOURCE_DIR
 set -euo pipefail
 build=$1
@@ -57,6 +58,24 @@ grep -q "zero_optimization.stage" "$out/zero_err.log"
 # A bad setting is refused with a message that names it.
 if "$build/examples/train_bert" --set fp16.hysteresis=0 2>"$out/err.log"; then exit 1; fi
 grep -q "fp16.hysteresis" "$out/err.log"
+# Ranks whose settings differ (here the optimizer: rank 1 would write SGD's state into a
+# checkpoint indexed as AdamW's) stop right after the rendezvous, every rank naming the key
+# (started torchrun-style, so that kolorun does not stop one before it has printed).
+port=$((20000 + RANDOM % 20000))
+pids=()
+for r in 0 1; do
+  optimizer=AdamW
+  [ $r = 1 ] && optimizer=SGD
+  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port KOLO_SECRET=programs \
+    KOLO_TIMEOUT_SECONDS=20 "$build/examples/train_bert" --set optimizer.type=$optimizer \
+    >"$out/differ$r.log" 2>&1 &
+  pids+=($!)
+done
+for r in 0 1; do
+  if wait "${pids[$r]}"; then echo "rank $r trained with different settings"; exit 1; fi
+  grep -q 'settings differ between ranks: rank 0 has config.optimizer.type = "AdamW", rank 1 has "SGD"' \
+    "$out/differ$r.log" || { cat "$out/differ$r.log"; exit 1; }
+done
 # A rank killed during training (ranks started torchrun-style, so no launcher tears the job
 # down): the survivor stops within the deadline with an error that names the lost rank.
 port=$((20000 + RANDOM % 20000))

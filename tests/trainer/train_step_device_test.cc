@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -16,6 +17,7 @@
 
 #include "comm/base/convert.h"
 #include "tests/common/host_device.h"
+#include "tests/common/scoped_env.h"
 #include "tests/trainer/device_like_cpu.h"
 #include "tests/unit/thread_ranks.h"
 #include "trainer/config/train_config.h"
@@ -217,6 +219,34 @@ TEST(TrainStepDevice, ClippedStepsStayWithinRoundingOfTheHostModel) {
       return 0;
     });
   }
+}
+
+// Ranks whose DataParallel submits different tensors (stage 2 on one, stage 3 on the other)
+// wait for each other's names for ever: in a trainer the engine fails such a tensor on every
+// rank once it has waited KOLO_TIMEOUT_SECONDS (2 s here) instead.
+TEST(DataParallelStall, RanksSubmittingDifferentTensorsFailAtTheTimeout) {
+  cpu_backend();
+  kolo::testing::ScopedEnv timeout("KOLO_TIMEOUT_SECONDS", "2");
+  const auto start = std::chrono::steady_clock::now();
+  auto messages = kolo::testing::run_thread_ranks(2, TransportKind::kShm, [&](Communicator& c) {
+    const Recipe run{"float32", c.rank() == 0 ? 2 : 3};
+    const TrainConfig config = config_for(run.dtype, 2, run.stage, 1, 0.0);
+    Bert model(cpu_backend(), tiny(), config.storage_dtype(), kBatch, kSeq, 3);
+    DataParallel parallel(borrowed(c), model, config.zero, 1);
+    TrainStep step(model, config, kSteps, &parallel);
+    Trained out;
+    try {
+      steps(model, step, run, c.rank(), 0, kSteps, out);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  });
+  for (const std::string& m : messages) {
+    EXPECT_NE(m.find("stall: tensor '"), std::string::npos) << m;
+    EXPECT_NE(m.find("KOLO_STALL_SHUTDOWN_SECONDS=2"), std::string::npos) << m;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
 }
 
 // What a checkpoint does with a device model: state_to_host after two steps, the host copies

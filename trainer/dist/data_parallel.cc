@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "comm/base/env.h"
 #include "comm/base/error.h"
 #include "trainer/dist/job.h"
 
@@ -14,6 +15,12 @@ namespace {
 engine::EngineOptions engine_options(const ZeroConfig& zero, DType storage,
                                      std::shared_ptr<engine::DeviceBackend> device) {
   engine::EngineOptions o = engine::EngineOptions::from_env();
+  // Data-parallel ranks submit the same tensors in step: one that waits for another rank
+  // longer than any collective may wait (KOLO_TIMEOUT_SECONDS) means the ranks submit
+  // different tensors (another ZeRO stage or overlap setting) and would wait for ever; it
+  // then fails on every rank. KOLO_STALL_SHUTDOWN_SECONDS, when set, decides instead.
+  if (!env::get("KOLO_STALL_SHUTDOWN_SECONDS"))
+    o.stall_shutdown_seconds = std::chrono::duration<double>(env::timeout()).count();
   // DeepSpeed counts bucket sizes in elements; the engine's threshold is in bytes.
   o.fusion_threshold = static_cast<size_t>(zero.reduce_bucket_size) * dtype_size(storage);
   o.device = std::move(device);

@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <new>
+#include <numeric>
+#include <string>
 
 #include "comm/base/error.h"
 #include "comm/bootstrap/host.h"
 #include "comm/bootstrap/launch_env.h"
+#include "trainer/io/json_text.h"
 
 namespace kolo::trainer {
 
@@ -28,6 +31,60 @@ Job Job::from_launcher() {
 void Job::connect() {
   comm = Communicator::init();
   KOLO_CHECK_EQ(comm->size(), world_, ErrorCode::kInternal, "world size after the rendezvous");
+}
+
+namespace {
+
+// "optimizer.type" for the JSON pointer "/optimizer/type".
+std::string dotted(const std::string& pointer) {
+  std::string out = pointer.empty() ? "(the whole settings)" : pointer.substr(1);
+  std::replace(out.begin(), out.end(), '/', '.');
+  return out;
+}
+
+// The first key (in key order) whose value differs between two flattened documents.
+std::string first_difference(const nlohmann::json& a, const nlohmann::json& b, std::string* va,
+                             std::string* vb) {
+  const nlohmann::json fa = a.flatten(), fb = b.flatten();
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : fa.items()) keys.push_back(k);
+  for (const auto& [k, v] : fb.items()) keys.push_back(k);
+  std::sort(keys.begin(), keys.end());
+  for (const std::string& k : keys) {
+    const bool in_a = fa.contains(k), in_b = fb.contains(k);
+    if (in_a && in_b && fa[k] == fb[k]) continue;
+    *va = in_a ? fa[k].dump() : "nothing";
+    *vb = in_b ? fb[k].dump() : "nothing";
+    return dotted(k);
+  }
+  *va = a.dump();
+  *vb = b.dump();
+  return dotted("");
+}
+
+}  // namespace
+
+void Job::require_same_settings(const nlohmann::json& settings) const {
+  if (world_ == 1) return;
+  const std::string mine = settings.dump();  // keys sorted: the same text for the same settings
+  int64_t bytes = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> sizes(static_cast<size_t>(world_));
+  comm->allgather(&bytes, sizes.data(), 1, DType::kInt64);
+  std::vector<size_t> counts(sizes.begin(), sizes.end());
+  std::string all(std::accumulate(counts.begin(), counts.end(), size_t{0}), '\0');
+  comm->allgatherv(mine.data(), mine.size(), all.data(), counts, DType::kUInt8);
+  const std::string first = all.substr(0, counts[0]);
+  for (size_t r = 1, at = counts[0]; r < counts.size(); at += counts[r++]) {
+    const std::string theirs = all.substr(at, counts[r]);
+    if (theirs == first) continue;
+    std::string v0, vr;
+    const std::string key =
+        first_difference(parse_json(first, "rank 0's settings"),
+                         parse_json(theirs, "another rank's settings"), &v0, &vr);
+    KOLO_THROW(ErrorCode::kMismatch, "the settings differ between ranks: rank 0 has ", key, " = ",
+               v0, ", rank ", r, " has ", vr,
+               " (every rank must run with the same config, --set overrides and options)");
+  }
 }
 
 std::vector<double> Job::sum(std::vector<double> values) const {

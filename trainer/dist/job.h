@@ -7,6 +7,8 @@
 #include <memory>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "comm/communicator.h"
 
 namespace kolo::trainer {
@@ -18,6 +20,11 @@ struct Job {
   static Job from_launcher();
   // The rendezvous (Communicator::init()); needed by everything below but rank(), world(), lead().
   void connect();
+  // After connect(): every rank's `settings` (the config after overrides, and the program's
+  // options that shape the run) must be the same, or every rank throws kMismatch naming the
+  // first key that differs and two ranks' values. Ranks that differ would average unlike
+  // gradients, or wait for collectives the others never start.
+  void require_same_settings(const nlohmann::json& settings) const;
 
   int rank() const { return rank_; }
   int world() const { return world_; }
