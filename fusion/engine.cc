@@ -428,7 +428,7 @@ bool Engine::Impl::cycle(ProcessSet& set) {
   // active yet, so all activate it after this same cycle and cycle the sets in lockstep.
   enum Flag { kNoUncached, kNotJoined, kRunning, kAllHaveNewSet, kFlags };
   std::vector<uint8_t> bits(cap + kFlags, 0);
-  bool uncached = false;
+  bool uncached = false, stopping = false;
   for (const auto& [name, p] : set.pending) {
     auto pos = set.cache.lookup(p.request);
     if (pos)
@@ -442,11 +442,23 @@ bool Engine::Impl::cycle(ProcessSet& set) {
     std::lock_guard<std::mutex> lock(mutex_);
     // Only the world set, which every rank cycles first in every iteration, decides a stop: a
     // stop seen in a smaller set would leave the ranks outside it in the next world cycle.
-    bits[cap + kRunning] = set.id == 0 && stopping_ ? 0 : 1;
+    stopping = set.id == 0 && stopping_;
+    bits[cap + kRunning] = stopping ? 0 : 1;
     bits[cap + kAllHaveNewSet] = set.id == 0 && sets_.size() > active_sets_ ? 1 : 0;
   }
   set.comm->allreduce(bits.data(), bits.data(), bits.size(), DType::kUInt8, ReduceOp::kMin);
-  if (!bits[cap + kRunning]) throw Error(ErrorCode::kPeerLost, "a rank shut its engine down");
+  if (!bits[cap + kRunning]) {
+    // Every rank learns the stop in this same cycle; one more reduction names who stopped.
+    int32_t who = stopping ? set.comm->rank() : -1;
+    set.comm->allreduce(&who, &who, 1, DType::kInt32, ReduceOp::kMax);
+    if (stopping)
+      throw Error(ErrorCode::kPeerLost,
+                  "this rank's engine was shut down (shutdown, or the "
+                  "program ending) while the op was pending");
+    throw Error(ErrorCode::kPeerLost, "rank " + std::to_string(who) +
+                                          " shut its engine down (it called shutdown, ended, or "
+                                          "failed; its own output says why)");
+  }
   if (bits[cap + kAllHaveNewSet]) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++active_sets_;  // cycled from the next iteration on, on every rank

@@ -355,6 +355,29 @@ TEST(Engine, StallShutdownNamesTheMissingRank) {
   });
 }
 
+// A rank whose engine stops (its program ends or fails) while another rank waits for an op:
+// the waiting rank's op fails naming the rank that stopped (it said "a rank"), and the
+// stopping rank's own pending op says that its engine was shut down.
+TEST(Engine, AnEngineThatStopsIsNamedToTheOthers) {
+  auto messages = run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    std::vector<float> f(10, 1.0f);
+    TensorView fv{f.data(), DType::kFloat32, {10}};
+    std::string message;
+    {
+      Engine eng(borrowed(comm), quick_options());
+      Handle h = eng.allreduce(comm.rank() == 0 ? "only.on.0" : "only.on.1", fv, fv);
+      if (comm.rank() == 0) {
+        EXPECT_TRUE(h.wait(20s));
+        message = h.status().message;
+      } else {
+        std::this_thread::sleep_for(300ms);  // rank 0 waits; then this engine goes
+      }
+    }
+    return message;
+  });
+  EXPECT_NE(messages[0].find("rank 1 shut its engine down"), std::string::npos) << messages[0];
+}
+
 TEST(Engine, OtherOpsJoinAndCompression) {
   const int size = 3;
   run_thread_ranks(size, TransportKind::kShm, [&](Communicator& comm) {
