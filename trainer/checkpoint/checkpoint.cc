@@ -66,15 +66,20 @@ void write_text_atomic(const std::string& path, const std::string& text) {
   write_file_atomically(path, [&](const Append& append) { append(text.data(), text.size()); });
 }
 
-// One flag per rank: true everywhere when every rank's `ok` is true.
+// The lowest rank whose `ok` is false, the same on every rank; -1 when every rank is ok.
+int first_failed(Communicator& comm, bool ok) {
+  int32_t failed = ok ? comm.size() : comm.rank();
+  comm.allreduce(&failed, &failed, 1, DType::kInt32, ReduceOp::kMin);
+  return failed == comm.size() ? -1 : failed;
+}
+
 bool all_ok(Communicator& comm, bool ok) {
-  uint8_t failed = ok ? 0 : 1;
-  comm.allreduce(&failed, &failed, 1, DType::kUInt8, ReduceOp::kMax);
-  return failed == 0;
+  return first_failed(comm, ok) < 0;
 }
 
 // Runs `work` on this rank; then every rank learns whether all succeeded. A failure anywhere
-// throws on every rank: the failing ones with their own message.
+// throws on every rank: the failing ones with their own message, the others naming a rank
+// that failed.
 template <typename Work>
 void collectively(Communicator& comm, const std::string& what, Work&& work) {
   std::string error;
@@ -83,9 +88,11 @@ void collectively(Communicator& comm, const std::string& what, Work&& work) {
   } catch (const std::exception& e) {
     error = e.what();
   }
-  if (all_ok(comm, error.empty())) return;
+  const int failed = first_failed(comm, error.empty());
+  if (failed < 0) return;
   KOLO_THROW(ErrorCode::kIo, what, " failed",
-             error.empty() ? std::string(" on another rank (see its error)") : ": " + error);
+             error.empty() ? " on rank " + std::to_string(failed) + " (see its error)"
+                           : ": " + error);
 }
 
 nlohmann::json layout_json(const ParamLayout& layout) {
