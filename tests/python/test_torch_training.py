@@ -66,6 +66,7 @@ def train(steps=3, lr=0.1, passes=1, explicit_sync=False, groups_of=None, **opti
 CASES = {
     "average": {},
     "num_groups": {"num_groups": 2},
+    "groups_count": {"groups": 2},  # Horovod's groups may be a count too
     "groups": {"groups_of": lambda model: [list(model[0].parameters())]},
     "accumulate": {"passes": 2},
     "predivide": {"gradient_predivide_factor": 2.0},

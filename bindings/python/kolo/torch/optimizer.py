@@ -282,7 +282,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          process_set=global_process_set):
     """Wraps `optimizer` (an instance) so that step() applies gradients averaged over the ranks
     (Horovod's arguments: `groups` is a list of lists of parameters reduced as one unit each, or
-    num_groups splits them into that many)."""
+    a count, as num_groups is, that splits them into that many)."""
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if op == Adasum:
@@ -298,9 +298,14 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          (gradient_predivide_factor,))
     if num_groups != 0 and groups is not None:
         raise ValueError("num_groups and groups cannot be given together")
-    if groups is not None and not (isinstance(groups, list) and
-                                   all(isinstance(g, list) for g in groups)):
-        raise ValueError("groups must be a list of lists of parameters")
+    if isinstance(groups, numbers.Integral) and not isinstance(groups, bool):
+        groups = int(groups)
+        if groups < 1:  # Horovod's groups may also be a count, as num_groups is
+            raise ValueError("groups must be an integer >= 1 or a list of lists of parameters, "
+                             "got %r" % (groups,))
+    elif groups is not None and not (isinstance(groups, list) and
+                                     all(isinstance(g, list) for g in groups)):
+        raise ValueError("groups must be an integer >= 1 or a list of lists of parameters")
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
