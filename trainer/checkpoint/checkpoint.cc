@@ -90,9 +90,9 @@ void collectively(Communicator& comm, const std::string& what, Work&& work) {
   }
   const int failed = first_failed(comm, error.empty());
   if (failed < 0) return;
-  KOLO_THROW(ErrorCode::kIo, what, " failed",
-             error.empty() ? " on rank " + std::to_string(failed) + " (see its error)"
-                           : ": " + error);
+  KOLO_THROW(
+      ErrorCode::kIo, what, " failed",
+      error.empty() ? " on rank " + std::to_string(failed) + " (see its error)" : ": " + error);
 }
 
 nlohmann::json layout_json(const ParamLayout& layout) {
