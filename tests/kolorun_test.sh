@@ -102,6 +102,9 @@ run -np 2
 check "missing CMD" test "$rc" = 2
 run -np
 check "-np without value" test "$rc" = 2
+run -np 2 -n 3 true
+check "-np given twice rejected" test "$rc" = 2
+check "-np given twice named" contains err 'option -np is given twice'
 run --port 70000 -np 1 true
 check "--port out of range" test "$rc" = 2
 run --addr not-an-ip -np 1 true

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 
 #include <cstdio>
+#include <set>
 #include <string>
 
 #include "comm/base/env.h"
@@ -93,6 +94,7 @@ std::string check_addr(const std::string& addr) {
 // CMD, so CMD's own flags are never taken for kolorun's.
 std::optional<Options> parse_options(int argc, char** argv) {
   Options opts;
+  std::set<std::string> given;  // each option once: "-np 2 -np 3" is a mistake, not "3"
   int i = 1;
   for (; i < argc; ++i) {
     std::string arg = argv[i], name = arg;
@@ -106,6 +108,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
       name = arg.substr(0, eq);
       inline_value = arg.substr(eq + 1);
     }
+    const std::string canonical = name == "-n" || name == "--np" ? "-np" : name;
+    KOLO_CHECK_ARG(given.insert(canonical).second, "option ", canonical, " is given twice");
     auto value = [&](const char* accepted) -> std::string {
       if (inline_value) return *inline_value;
       KOLO_CHECK_ARG(i + 1 < argc, "option ", name, " needs a value: ", accepted);
