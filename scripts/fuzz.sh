@@ -11,7 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all=(fuzz_store_protocol fuzz_handshake fuzz_engine_wire fuzz_safetensors fuzz_config fuzz_mail)
+all=(fuzz_store_protocol fuzz_handshake fuzz_engine_wire fuzz_safetensors fuzz_config fuzz_mail
+     fuzz_checkpoint_index)
 if [ $# -lt 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]]; then
   echo "usage: $0 TARGET|all SECONDS [libFuzzer arguments...]  (targets: ${all[*]})" >&2
   exit 2
@@ -30,7 +31,8 @@ fi
 
 # Longest input per target: a few frames or Hellos, a header, a config, a long mail.
 declare -A max_len=([fuzz_store_protocol]=4096 [fuzz_handshake]=512 [fuzz_engine_wire]=4096
-                    [fuzz_safetensors]=4096 [fuzz_config]=4096 [fuzz_mail]=32768)
+                    [fuzz_safetensors]=4096 [fuzz_config]=4096 [fuzz_mail]=32768
+                    [fuzz_checkpoint_index]=4096)
 
 # Only the fuzz targets are built; the dependencies they do not use are off.
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -2,8 +2,8 @@
 """Writes the fuzz targets' seed inputs into tests/fuzz/seeds/<target>/: small valid messages
 in each format, so that fuzzing starts past the first checks. Rerun after a format changes:
   python3 tests/fuzz/make_seeds.py
-The formats are those of comm/bootstrap/store_protocol.h, comm/net/auth.h, fusion/wire.cc and
-trainer/io/safetensors.h; each seed starts with the byte that picks the target's mode."""
+The formats are those of comm/bootstrap/store_protocol.h, comm/net/auth.h, fusion/wire.cc,
+trainer/io/safetensors.h and a checkpoint's index.json (trainer/checkpoint/index_check.h); each seed starts with the byte that picks the target's mode."""
 import hashlib
 import hmac
 import json
@@ -138,6 +138,27 @@ def mail_seeds():
           "SGVsbG8sIHdvcmxkIQo=\n")
 
 
+def checkpoint_index_seeds():
+    sha = "a" * 64
+    index = {
+        "format": "kolo-checkpoint", "format_version": 1, "kolo_version": "0.1.0",
+        "phase": "pretrain", "step": 6, "global_step": 6, "epoch": 0, "step_in_epoch": 6,
+        "global_sample": 96, "world_size": 2, "stage": 2, "dtype": "float16",
+        "optimizer": "adamw", "optimizer_step": 6, "buffers": ["master", "exp_avg", "exp_avg_sq"],
+        "loss_scaler": {"scale": 65536.0, "clean_steps": 6, "hysteresis_left": 2,
+                        "skipped_steps": 0},
+        "total": 40,
+        "layout": [{"name": "a", "shape": [2, 5], "offset": 0, "numel": 10},
+                   {"name": "b", "shape": [24], "offset": 16, "numel": 24}],
+        "files": {"model.safetensors": {"sha256": sha, "bytes": 200},
+                  "rank-00000-of-00002.safetensors":
+                      {"sha256": sha, "bytes": 300, "rank": 0, "begin": 0, "end": 20},
+                  "rank-00001-of-00002.safetensors":
+                      {"sha256": sha, "bytes": 300, "rank": 1, "begin": 20, "end": 40}},
+        "config": {"train_batch_size": 4}}
+    write("fuzz_checkpoint_index", "two_shards", json.dumps(index, indent=1))
+
+
 if __name__ == "__main__":
     os.makedirs(os.path.join(SEEDS, "fuzz_config"), exist_ok=True)
     store_seeds()
@@ -146,3 +167,4 @@ if __name__ == "__main__":
     safetensors_seeds()
     config_seeds()
     mail_seeds()
+    checkpoint_index_seeds()
