@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 #include <mutex>
+#include <numeric>
 
 #include "comm/base/env.h"
 #include "comm/base/error.h"
@@ -302,6 +303,19 @@ std::shared_ptr<Communicator> Communicator::local() {
 std::shared_ptr<Communicator> Communicator::cross() {
   if (!cross_) cross_ = split(local_rank_, rank_);
   return cross_;
+}
+
+std::vector<std::string> allgather_bytes(Communicator& comm, const std::string& mine) {
+  const size_t n = static_cast<size_t>(comm.size());
+  int64_t my_size = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> sizes(n);
+  comm.allgather(&my_size, sizes.data(), 1, DType::kInt64);
+  std::vector<size_t> counts(sizes.begin(), sizes.end());
+  std::string all(std::accumulate(counts.begin(), counts.end(), size_t{0}), '\0');
+  comm.allgatherv(mine.data(), mine.size(), all.data(), counts, DType::kUInt8);
+  std::vector<std::string> out;
+  for (size_t r = 0, at = 0; r < n; at += counts[r++]) out.push_back(all.substr(at, counts[r]));
+  return out;
 }
 
 }  // namespace kolo

@@ -166,4 +166,8 @@ class Communicator {
   std::unique_ptr<Hierarchy> hierarchy_;  // made by the first hierarchical collective
 };
 
+// Every rank's `mine`, in rank order; the lengths may differ (two collectives: the lengths,
+// then allgatherv of the bytes).
+std::vector<std::string> allgather_bytes(Communicator& comm, const std::string& mine);
+
 }  // namespace kolo

@@ -499,24 +499,16 @@ std::vector<Response> Engine::Impl::negotiate(ProcessSet& set, bool joined,
             [](const Pending* a, const Pending* b) { return a->seq < b->seq; });
   std::vector<Request> mine;
   for (const Pending* p : ordered) mine.push_back(p->request);
-  std::string bytes = encode_requests(mine, joined);
-  const size_t n = static_cast<size_t>(comm.size());
-  int64_t my_size = static_cast<int64_t>(bytes.size());
-  std::vector<int64_t> sizes(n);
-  comm.allgather(&my_size, sizes.data(), 1, DType::kInt64);
-  std::vector<size_t> counts(sizes.begin(), sizes.end());
-  std::string all(std::accumulate(counts.begin(), counts.end(), size_t{0}), '\0');
-  comm.allgatherv(bytes.data(), bytes.size(), all.data(), counts, DType::kUInt8);
+  const std::vector<std::string> all = allgather_bytes(comm, encode_requests(mine, joined));
   std::string reply;
   if (set.coordinator) {
+    const size_t n = all.size();
     std::vector<std::vector<Request>> lists(n);
     std::vector<bool> joins(n);
-    size_t at = 0;
     for (size_t r = 0; r < n; ++r) {
       bool j = false;
-      lists[r] = decode_requests(all.substr(at, counts[r]), &j);
+      lists[r] = decode_requests(all[r], &j);
       joins[r] = j;
-      at += counts[r];
       if (timeline_.active())
         for (const auto& q : lists[r]) timeline_.instant(q.name, "ready rank " + std::to_string(r));
     }
@@ -538,37 +530,24 @@ int Engine::Impl::add_process_set(const std::vector<int>& ranks) {
   // Every rank's list is compared before anything is split, and checked after: ranks that pass
   // different lists, or one that is not a set of this job's ranks, fail the same way everywhere
   // (splitting by each rank's own list would give each its own set, silently).
-  std::vector<int32_t> mine{static_cast<int32_t>(ranks.size())};  // never empty
-  mine.insert(mine.end(), ranks.begin(), ranks.end());
-  std::sort(mine.begin() + 1, mine.end());
-  const size_t world = static_cast<size_t>(world_->size());
-  int64_t my_count = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> sizes(world);
-  world_->allgather(&my_count, sizes.data(), 1, DType::kInt64);
-  std::vector<size_t> counts(sizes.begin(), sizes.end());
-  std::vector<int32_t> all(std::accumulate(counts.begin(), counts.end(), size_t{0}));
-  world_->allgatherv(mine.data(), mine.size(), all.data(), counts, DType::kInt32);
-  std::vector<std::string> per_rank;
-  for (size_t r = 0, at = 0; r < world; at += counts[r++])
-    per_rank.push_back(
-        "[" + join_text(std::vector<int32_t>(all.begin() + at + 1, all.begin() + at + counts[r])) +
-        "]");
-  bootstrap::require_same_on_every_rank("the ranks of process set " + std::to_string(id), per_rank,
-                                        world_->rank());
-  const std::vector<int32_t> sorted(mine.begin() + 1, mine.end());
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  const std::string text = "[" + join_text(sorted) + "]";
+  bootstrap::require_same_on_every_rank("the ranks of process set " + std::to_string(id),
+                                        allgather_bytes(*world_, text), world_->rank());
+  const int world = world_->size();
   KOLO_CHECK_ARG(!sorted.empty(), "add_process_set: a process set needs at least one rank");
   for (size_t i = 0; i < sorted.size(); ++i) {
-    KOLO_CHECK_ARG(sorted[i] >= 0 && sorted[i] < static_cast<int32_t>(world),
-                   "add_process_set: ", sorted[i], " is not a rank of this job of ", world,
-                   " (ranks ", per_rank[0], ")");
+    KOLO_CHECK_ARG(sorted[i] >= 0 && sorted[i] < world, "add_process_set: ", sorted[i],
+                   " is not a rank of this job of ", world, " (ranks ", text, ")");
     KOLO_CHECK_ARG(i == 0 || sorted[i] != sorted[i - 1], "add_process_set: rank ", sorted[i],
-                   " is given twice (ranks ", per_rank[0], ")");
+                   " is given twice (ranks ", text, ")");
   }
   const bool member = std::binary_search(sorted.begin(), sorted.end(), world_->rank());
   auto comm = world_->split(member ? 1 : kUndefinedColor, world_->rank());
   std::lock_guard<std::mutex> lock(mutex_);
   sets_.push_back(member ? std::make_shared<ProcessSet>(id, comm, options_) : nullptr);
-  set_ranks_.push_back(per_rank[0]);
+  set_ranks_.push_back(text);
   return id;
 }
 

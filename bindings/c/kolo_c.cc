@@ -103,11 +103,15 @@ kolo::DType dtype_of(kolo_dtype d) {
   return static_cast<kolo::DType>(d);
 }
 
+// A refused argument outside a guarded call, which need no try block: the status and the
+// message kolo_last_error() gives.
+kolo_status refuse(const std::string& message) {
+  g_last_error = "kolo: " + message;
+  return KOLO_ERR_INVALID_ARGUMENT;
+}
+
 kolo_status wrap(kolo::engine::Handle h, kolo_handle** out) {
-  if (!out) {
-    g_last_error = "kolo: the handle pointer is null";
-    return KOLO_ERR_INVALID_ARGUMENT;
-  }
+  if (!out) return refuse("the handle pointer is null");
   *out = new kolo_handle{std::move(h), ""};
   return KOLO_OK;
 }
@@ -243,13 +247,6 @@ kolo_status kolo_barrier_async(const kolo_options* options, kolo_handle** handle
 
 kolo_status kolo_join_async(const kolo_options* options, kolo_handle** handle) {
   return submit(handle, [&] { return engine()->join(convert(options)); });
-}
-
-// A refused argument of the handle calls, which need no try block: the status and the
-// message kolo_last_error() gives.
-kolo_status refuse(const std::string& message) {
-  g_last_error = "kolo: " + message;
-  return KOLO_ERR_INVALID_ARGUMENT;
 }
 
 kolo_status kolo_wait(kolo_handle* handle, double timeout_seconds) {

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <new>
-#include <numeric>
 #include <string>
 
 #include "comm/base/error.h"
@@ -66,16 +65,11 @@ std::string first_difference(const nlohmann::json& a, const nlohmann::json& b, s
 
 void Job::require_same_settings(const nlohmann::json& settings) const {
   if (world_ == 1) return;
-  const std::string mine = settings.dump();  // keys sorted: the same text for the same settings
-  int64_t bytes = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> sizes(static_cast<size_t>(world_));
-  comm->allgather(&bytes, sizes.data(), 1, DType::kInt64);
-  std::vector<size_t> counts(sizes.begin(), sizes.end());
-  std::string all(std::accumulate(counts.begin(), counts.end(), size_t{0}), '\0');
-  comm->allgatherv(mine.data(), mine.size(), all.data(), counts, DType::kUInt8);
-  const std::string first = all.substr(0, counts[0]);
-  for (size_t r = 1, at = counts[0]; r < counts.size(); at += counts[r++]) {
-    const std::string theirs = all.substr(at, counts[r]);
+  // Keys sorted: the same text for the same settings.
+  const std::vector<std::string> all = allgather_bytes(*comm, settings.dump());
+  const std::string& first = all[0];
+  for (size_t r = 1; r < all.size(); ++r) {
+    const std::string& theirs = all[r];
     if (theirs == first) continue;
     std::string v0, vr;
     const std::string key =
