@@ -27,6 +27,15 @@ Job Job::from_launcher() {
   return job;
 }
 
+Job Job::over(std::shared_ptr<Communicator> comm) {
+  KOLO_CHECK_ARG(comm != nullptr, "Job::over: null communicator");
+  Job job;
+  job.rank_ = comm->rank();
+  job.world_ = comm->size();
+  job.comm = std::move(comm);
+  return job;
+}
+
 void Job::connect() {
   comm = Communicator::init();
   KOLO_CHECK_EQ(comm->size(), world_, ErrorCode::kInternal, "world size after the rendezvous");
@@ -41,7 +50,8 @@ std::string dotted(const std::string& pointer) {
   return out;
 }
 
-// The first key (in key order) whose value differs between two flattened documents.
+// The first key (in key order) whose value differs between two flattened documents, or "" where
+// none does (numbers compare by value: 32 and 32.0 are the same setting).
 std::string first_difference(const nlohmann::json& a, const nlohmann::json& b, std::string* va,
                              std::string* vb) {
   const nlohmann::json fa = a.flatten(), fb = b.flatten();
@@ -56,9 +66,7 @@ std::string first_difference(const nlohmann::json& a, const nlohmann::json& b, s
     *vb = in_b ? fb[k].dump() : "nothing";
     return dotted(k);
   }
-  *va = a.dump();
-  *vb = b.dump();
-  return dotted("");
+  return "";
 }
 
 }  // namespace
@@ -75,6 +83,7 @@ void Job::require_same_settings(const nlohmann::json& settings) const {
     const std::string key =
         first_difference(parse_json(first, "rank 0's settings"),
                          parse_json(theirs, "another rank's settings"), &v0, &vr);
+    if (key.empty()) continue;
     KOLO_THROW(ErrorCode::kMismatch, "the settings differ between ranks: rank 0 has ", key, " = ",
                v0, ", rank ", r, " has ", vr,
                " (every rank must run with the same config, --set overrides and options)");

@@ -18,6 +18,8 @@ struct Job {
   // are checked before any connection, so a bad one gives the same error on every rank instead
   // of a lost rendezvous on ranks that were slower to fail.
   static Job from_launcher();
+  // A job over a communicator the caller already has (connected: rank and world are its own).
+  static Job over(std::shared_ptr<Communicator> comm);
   // The rendezvous (Communicator::init()); needed by everything below but rank(), world(), lead().
   void connect();
   // After connect(): every rank's `settings` (the config after overrides, and the program's
