@@ -183,8 +183,6 @@ void report_classification(const Job& job, kt::Bert& model, const kt::TokenBatch
   print_metrics(job, progress, line);
 }
 
-// Trains `model` for the phase's epochs on `train` (this rank's slice of every global batch);
-// evaluate() runs after every epoch. Ends with the phase's summary line on every rank.
 // --device: the trainer's kernels and, on a GPU, the engine's device backend that averages the
 // gradients there (null on the CPU).
 struct DeviceChoice {
@@ -214,6 +212,9 @@ DeviceChoice choose_device(const std::string& device, const Job& job) {
 #endif
 }
 
+// Trains `model` for the phase's epochs on `train` (this rank's slice of every global batch);
+// evaluate() runs after every epoch, the phase's end saved before the last one. Ends with the
+// phase's summary line on every rank.
 template <typename Evaluate>
 int64_t train_phase(const Job& job, const DeviceChoice& device, kt::Bert& model,
                     kt::TokenBatcher& train, const kt::TrainConfig& config, const std::string& name,
@@ -318,13 +319,15 @@ int64_t train_phase(const Job& job, const DeviceChoice& device, kt::Bert& model,
     seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
     progress.message(name + ": epoch " + std::to_string(epoch + 1) + " done");
+    // The phase's end is saved before its last evaluation, which cannot then lose it.
+    if (loop.done() >= total || epoch + 1 >= epochs) save(epoch, steps);
     if (!phase.get_bool("evaluate", true)) continue;  // a large model's quick look
     // Stage 3: the whole model for evaluation (ranks evaluate different numbers of batches).
     parallel.gather_all_params();
     evaluate(progress);
     parallel.release_params();
   }
-  save(last_epoch, last_steps);  // the end of the phase
+  save(last_epoch, last_steps);  // the end of the phase (saved already unless it trained nothing)
   // The next phase and the saved weights start from the whole model.
   parallel.gather_all_params();
   const double all_tokens = job.sum({tokens})[0];
