@@ -235,6 +235,7 @@ int64_t train_phase(const Job& job, const DeviceChoice& device, kt::Bert& model,
                    std::hash<std::string>{}(name));
   model.set_checkpoint_interval(config.activation_checkpointing.interval(model.config().layers));
   kt::DataParallel parallel(job.comm, model, config.zero, accumulation, device.engine);
+  parallel.set_predivide(config.gradient_predivide());
   kt::TrainStep step(model, config, total, &parallel);
   kt::ProgressPrinter progress(kt::ProgressOptions{job.lead() ? stdout : nullptr});
   if (job.lead()) std::printf("%s: %s\n", name.c_str(), parallel.describe().c_str());

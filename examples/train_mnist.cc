@@ -83,6 +83,7 @@ int run(Job job, const Args& args) {
                  job.world(), " ranks");
   const int64_t total = steps_per_epoch * epochs;
   kt::DataParallel parallel(job.comm, model, config.zero, accumulation);
+  parallel.set_predivide(config.gradient_predivide());
   kt::TrainStep step(model, config, total, &parallel);
   const size_t state_bytes = step.model_state_bytes();
   const size_t formula = step.formula_bytes();

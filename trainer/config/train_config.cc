@@ -240,7 +240,7 @@ TrainConfig parse_train_config(const nlohmann::json& config, int world_size, boo
   root.warn_unknown({"train_batch_size", "train_micro_batch_size_per_gpu",
                      "gradient_accumulation_steps", "fp16", "bf16", "bfloat16", "zero_optimization",
                      "optimizer", "scheduler", "gradient_clipping", "activation_checkpointing",
-                     "steps_per_print", "kolo"});
+                     "steps_per_print", "prescale_gradients", "gradient_predivide_factor", "kolo"});
   c.batch = resolve_batch_sizes(optional_int(root, "train_batch_size"),
                                 optional_int(root, "train_micro_batch_size_per_gpu"),
                                 optional_int(root, "gradient_accumulation_steps"), world_size);
@@ -255,6 +255,8 @@ TrainConfig parse_train_config(const nlohmann::json& config, int world_size, boo
   c.optimizer = parse_optimizer(root.section("optimizer"));
   c.scheduler = parse_scheduler(root.section("scheduler"));
   c.gradient_clipping = root.get_double("gradient_clipping", 0.0, Range::at_least(0));
+  c.prescale_gradients = root.get_bool("prescale_gradients", false);
+  c.gradient_predivide_factor = root.get_double("gradient_predivide_factor", 1.0, Range::above(0));
   c.activation_checkpointing = parse_checkpointing(root, c.warnings);
   c.steps_per_print = root.get_int("steps_per_print", c.steps_per_print, Range::at_least(1));
   c.kolo = JsonSection(config.contains("kolo") ? config["kolo"] : nlohmann::json::object(), "kolo");

@@ -110,6 +110,11 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   SchedulerConfig scheduler;
   double gradient_clipping = 0;  // max global norm; 0: off
+  // DeepSpeed's gradient scaling around the data-parallel average: each rank's gradients are
+  // divided by the predivide factor before the reduction and the average multiplied back
+  // after; prescale_gradients divides by the world size instead (so the sum is the average).
+  bool prescale_gradients = false;
+  double gradient_predivide_factor = 1.0;  // > 0
   ActivationCheckpointingConfig activation_checkpointing;
   int64_t steps_per_print = 10;
   JsonSection kolo;                   // the "kolo" object: read with its typed getters
@@ -121,6 +126,10 @@ struct TrainConfig {
   ScheduleOptions schedule_options() const;
   AdamWOptions adamw_options() const;
   SgdOptions sgd_options() const;
+  // What the gradients are divided by before the reduction (DataParallel::set_predivide).
+  double gradient_predivide() const {
+    return prescale_gradients ? world_size : gradient_predivide_factor;
+  }
 };
 
 // Parses and validates a config object. Unknown keys are collected in warnings (and printed to

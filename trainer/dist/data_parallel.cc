@@ -2,6 +2,7 @@
 #include "trainer/dist/data_parallel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -56,6 +57,7 @@ DataParallel::DataParallel(std::shared_ptr<Communicator> comm, Model& model, con
   check(zero);
   KOLO_CHECK_ARG(accumulation >= 1, "gradient_accumulation_steps=", accumulation,
                  " is out of range (>= 1)");
+  average_.op = ReduceOp::kAverage;
   const size_t total = model_.layout().total();
   partition_ =
       stage_ == 0 ? Partition{total, 0, total} : partition_of(model_.layout(), size(), rank());
@@ -72,7 +74,7 @@ DataParallel::DataParallel(std::shared_ptr<Communicator> comm, Model& model, con
   const bool shards = stage_ >= 2;
   reducer_ = std::make_unique<GradReducer>(
       *engine_, model_, shards ? partition_ : Partition{total, 0, total},
-      shards ? static_cast<size_t>(zero.reduce_bucket_size) : SIZE_MAX);
+      shards ? static_cast<size_t>(zero.reduce_bucket_size) : SIZE_MAX, average_);
   model_.set_grads_ready_hook([this](const std::string& prefix) {
     if (reducing_ && zero_.overlap_comm) reducer_->submit(prefix);
   });
@@ -147,6 +149,13 @@ void DataParallel::check(const ZeroConfig& zero) {
   KOLO_CHECK_ARG(zero.allgather_bucket_size > 0,
                  "zero_optimization.allgather_bucket_size=", zero.allgather_bucket_size,
                  " is out of range (>= 1 elements)");
+}
+
+void DataParallel::set_predivide(double factor) {
+  KOLO_CHECK_ARG(std::isfinite(factor) && factor > 0, "gradient_predivide_factor=", factor,
+                 " is out of range (> 0)");
+  average_.prescale = 1.0 / factor;
+  average_.postscale = factor;
 }
 
 DataParallel::~DataParallel() {
@@ -236,12 +245,18 @@ void DataParallel::reduce_scatter_grads() {
   const size_t esize = dtype_size(model_.dtype()), block = partition_.block;
   char* mine = grads + static_cast<size_t>(rank()) * block * esize;
   if (!on_device_) {
-    comm_->reduce_scatter(grads, mine, block, model_.dtype(), ReduceOp::kAverage);  // in place
+    Backend& backend = model_.backend();
+    const DType dt = model_.dtype();
+    const size_t all = block * static_cast<size_t>(size());
+    if (average_.prescale != 1.0)
+      backend.convert(grads, dt, grads, dt, all, static_cast<float>(average_.prescale));
+    comm_->reduce_scatter(grads, mine, block, dt, ReduceOp::kAverage);  // in place
+    if (average_.postscale != 1.0)
+      backend.convert(mine, dt, mine, dt, block, static_cast<float>(average_.postscale));
     return;
   }
-  engine::OpOptions average;
-  average.op = ReduceOp::kAverage;
-  engine::Handle h = engine_->reduce_scatter("zero.gradients", view(grads, block, size()), average);
+  engine::Handle h =
+      engine_->reduce_scatter("zero.gradients", view(grads, block, size()), average_);
   h.check();
   model_.backend().convert(mine, model_.dtype(), h.device_output(), model_.dtype(), block);
 }

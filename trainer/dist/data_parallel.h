@@ -52,6 +52,11 @@ class DataParallel {
                int accumulation = 1, std::shared_ptr<engine::DeviceBackend> device = nullptr);
   // The refusals of the constructor alone, for programs that check settings before connecting.
   static void check(const ZeroConfig& zero);
+  // DeepSpeed's gradient_predivide_factor (TrainConfig::gradient_predivide()): each rank's
+  // gradients are divided by `factor` before the reduction and the average multiplied by it
+  // after, so that 16-bit partial sums stay in range (the world size makes the sum itself the
+  // average). 1 (the default): the sum divided by the world size. Before the first step.
+  void set_predivide(double factor);
   ~DataParallel();  // detaches the hooks
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -109,6 +114,7 @@ class DataParallel {
   Partition partition_;
   bool on_device_;                          // the model's buffers are device memory
   std::unique_ptr<engine::Engine> engine_;  // null at size 1, and at stage 1 on the host
+  engine::OpOptions average_;               // the engine's options for the gradients' average
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<ParamGatherer> gatherer_;  // stage 3
   bool all_params_ = false;                  // stage 3 between gather_all and release

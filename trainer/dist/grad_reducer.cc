@@ -5,18 +5,18 @@
 
 namespace kolo::trainer {
 
-GradReducer::GradReducer(engine::Engine& engine, Model& model, Partition own, size_t max_in_flight)
+GradReducer::GradReducer(engine::Engine& engine, Model& model, Partition own, size_t max_in_flight,
+                         const engine::OpOptions& average)
     : engine_(engine),
       model_(model),
       own_(own),
+      average_(average),
       releases_(own.begin > 0 || own.end < model.layout().total()),
       max_in_flight_(max_in_flight),
       submitted_(model.layout().params().size(), false) {}
 
 void GradReducer::submit(const std::string& prefix) {
   const auto& params = model_.layout().params();
-  engine::OpOptions average;
-  average.op = ReduceOp::kAverage;
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamInfo& p = params[i];
     if (submitted_[i] || p.name.compare(0, prefix.size(), prefix) != 0) continue;
@@ -29,7 +29,7 @@ void GradReducer::submit(const std::string& prefix) {
                             {static_cast<int64_t>(p.numel)},
                             model_.backend().device_id(),
                             model_.backend().device_stream()};
-    pending_.push_back({i, engine_.allreduce(p.name, grad, grad, average)});
+    pending_.push_back({i, engine_.allreduce(p.name, grad, grad, average_)});
     in_flight_ += p.numel;
     submitted_[i] = true;
   }

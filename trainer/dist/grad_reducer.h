@@ -21,7 +21,10 @@ namespace kolo::trainer {
 
 class GradReducer {
  public:
-  GradReducer(engine::Engine& engine, Model& model, Partition own, size_t max_in_flight);
+  // `average`: the engine's options for each tensor (kAverage, with any prescale/postscale);
+  // the caller's, read at each submit.
+  GradReducer(engine::Engine& engine, Model& model, Partition own, size_t max_in_flight,
+              const engine::OpOptions& average);
 
   // Submits the tensors named prefix... that this backward has not submitted yet ("" for all,
   // in layout order: the same on every rank).
@@ -43,6 +46,7 @@ class GradReducer {
   engine::Engine& engine_;
   Model& model_;
   Partition own_;
+  const engine::OpOptions& average_;
   bool releases_;  // own_ is narrower than the buffer
   size_t max_in_flight_;
   size_t in_flight_ = 0;  // elements of pending tensors
