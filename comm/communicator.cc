@@ -38,7 +38,7 @@ std::string secret_origin(int rank) {
   return rank == 0 ? "this rank (made now)" : "rank 0 over MPI";
 }
 
-void rendezvous_over_mpi(bootstrap::LaunchInfo* info,
+void rendezvous_over_mpi(bootstrap::LaunchInfo* info, uint64_t generation,
                          std::unique_ptr<bootstrap::TcpStoreServer>* server) {
   KOLO_CHECK_ARG(bootstrap::mpi_world::available(), "launched by ", info->launcher,
                  " but no rendezvous address is set: set KOLO_ADDR and KOLO_PORT (or "
@@ -56,8 +56,8 @@ void rendezvous_over_mpi(bootstrap::LaunchInfo* info,
         net::set_job_secret(secret);
       }
       const bool local = mpi_job_on_one_host(info->size);
-      *server =
-          std::make_unique<bootstrap::TcpStoreServer>(local ? "127.0.0.1" : "0.0.0.0", info->port);
+      *server = std::make_unique<bootstrap::TcpStoreServer>(local ? "127.0.0.1" : "0.0.0.0",
+                                                            info->port, generation);
       message = (local ? std::string("127.0.0.1") : net::routable_address()) + ":" +
                 std::to_string((*server)->port()) + "\n" + secret;
     } catch (const Error& e) {
@@ -79,14 +79,14 @@ void rendezvous_over_mpi(bootstrap::LaunchInfo* info,
   info->port = std::stoi(where.substr(where.rfind(':') + 1));
 }
 
-// Where rank 0's store listens and how the others find it.
-// Sets options->store_on_loopback.
+// Where rank 0's store listens and how the others find it; `generation`: this process's count
+// of stores (tcp_store.h). Sets options->store_on_loopback.
 std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
                                                 std::chrono::milliseconds timeout,
-                                                CommunicatorOptions* options) {
+                                                uint64_t generation, CommunicatorOptions* options) {
   std::unique_ptr<bootstrap::TcpStoreServer> server;
   if (info.addr.empty() || info.port == 0) {
-    rendezvous_over_mpi(&info, &server);
+    rendezvous_over_mpi(&info, generation, &server);
   } else {
     // A bad KOLO_SECRET_FILE is refused here, on every rank that names it, before any rank
     // waits for another.
@@ -96,7 +96,7 @@ std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
     if (info.rank == 0) {
       // A loopback address keeps the store off the network; otherwise listen everywhere.
       std::string bind = net::is_loopback(info.addr) ? "127.0.0.1" : "0.0.0.0";
-      server = std::make_unique<bootstrap::TcpStoreServer>(bind, info.port);
+      server = std::make_unique<bootstrap::TcpStoreServer>(bind, info.port, generation);
     }
   }
   if (!net::is_loopback(info.addr) && net::job_secret().empty())
@@ -104,7 +104,8 @@ std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
              " and the tcp transport accept connections without authentication; anyone who can "
              "reach them can join or read this job (docs/security.md)");
   options->store_on_loopback = net::is_loopback(info.addr);
-  auto store = std::make_shared<bootstrap::TcpStore>(info.addr, info.port, info.rank, timeout);
+  auto store =
+      std::make_shared<bootstrap::TcpStore>(info.addr, info.port, info.rank, timeout, generation);
   if (server) store->host_server(std::move(server));
   return store;
 }
@@ -170,6 +171,7 @@ std::shared_ptr<Communicator> Communicator::init(const CommunicatorOptions& give
   static std::string earlier_launch;
   static bool earlier_loopback = true;
   static int calls = 0;
+  static uint64_t generation = 0;  // stores this process has made (tcp_store.h)
   std::unique_lock<std::mutex> lock(mutex);
   // The process too: a forked child must not share its parent's store connection.
   std::string launch = info.launcher + " " + info.addr + ":" + std::to_string(info.port) + " " +
@@ -183,7 +185,7 @@ std::shared_ptr<Communicator> Communicator::init(const CommunicatorOptions& give
     if (info.size == 1)
       store = std::make_shared<bootstrap::MemoryStore>();
     else
-      store = connect_store(info, timeout, &options);
+      store = connect_store(info, timeout, ++generation, &options);
     earlier = store;
     earlier_launch = launch;
     earlier_loopback = options.store_on_loopback;

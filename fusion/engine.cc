@@ -6,6 +6,7 @@
 //      rank 0's Coordinator decides and broadcasts the ordered responses;
 //   3. every rank executes cache hits, then the responses, identically (executor.cc).
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,6 +26,7 @@ using Clock = std::chrono::steady_clock;
 Engine::Impl::Impl(std::shared_ptr<Communicator> comm, EngineOptions opts)
     : world_(std::move(comm)),
       options_(std::move(opts)),
+      pid_(static_cast<int>(::getpid())),
       yield_to_app_(waiters_drive(options_.progress, world_->local_size(), world_->host_cpus())) {
   check_settings_agree();
   sets_.push_back(std::make_shared<ProcessSet>(0, world_->split(0, world_->rank()), options_));
@@ -226,7 +228,17 @@ void Engine::Impl::enqueue(const Request& request, const Memory& input, const Me
 }
 
 // The path of every single op (allreduce, allgather, ...): no vectors around the one op.
+void Engine::Impl::check_process() const {
+  const int self = static_cast<int>(::getpid());
+  KOLO_CHECK_ARG(self == pid_, "kolo was initialised in process ", pid_, " and this is process ",
+                 self,
+                 ", a fork of it: a forked child cannot use its parent's kolo (its ops would "
+                 "run the parent's collectives); use kolo in the parent, or exec in the child and "
+                 "initialise kolo there as a job of its own");
+}
+
 Handle Engine::Impl::submit(Request& request, const Memory& input, const Memory& output, int set) {
+  check_process();
   check_submission(request, input, output, options_.device.get());
   auto state = std::make_shared<Handle::State>();
   state->driver = driver_;
@@ -247,6 +259,7 @@ Handle Engine::Impl::submit(Request& request, const Memory& input, const Memory&
 }
 
 std::vector<Handle> Engine::Impl::submit_all(std::vector<Submission> ops, int set, bool one_state) {
+  check_process();
   // Everything is checked before anything is queued: a refused member leaves no other member
   // of its group waiting for it.
   for (const Submission& op : ops)
@@ -522,6 +535,7 @@ std::vector<Response> Engine::Impl::negotiate(ProcessSet& set, bool joined,
 }
 
 int Engine::Impl::add_process_set(const std::vector<int>& ranks) {
+  check_process();
   int id;
   {
     std::lock_guard<std::mutex> lock(mutex_);

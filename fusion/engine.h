@@ -173,6 +173,9 @@ class Engine {
   void stop_timeline();
   EngineStats stats() const;
   Communicator& communicator() const;
+  // kInvalidArgument in a forked child of the process that made the engine: its ops (and direct
+  // collectives on communicator()) would run the parent's collectives. Ops check it themselves.
+  void check_process() const;
 
   class Impl;  // fusion/engine_impl.h
 

@@ -121,4 +121,8 @@ Communicator& Engine::communicator() const {
   return impl_->world();
 }
 
+void Engine::check_process() const {
+  impl_->check_process();
+}
+
 }  // namespace kolo::engine

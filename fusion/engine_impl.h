@@ -46,6 +46,10 @@ class Engine::Impl {
   static bool help(Driver& driver);
 
   Communicator& world() const { return *world_; }
+  // A forked child shares its parent's communicator (the same shared memory and sockets) but
+  // not the loop thread: ops from it would drive the parent's collectives. kInvalidArgument
+  // naming both processes.
+  void check_process() const;
   timeline::Timeline& timeline() { return timeline_; }
   EngineStats stats() const { return stats_.snapshot(); }
 
@@ -85,6 +89,7 @@ class Engine::Impl {
 
   std::shared_ptr<Communicator> world_;
   const EngineOptions options_;
+  const int pid_;  // the process that made the engine
   // The loop thread defers to the application (EngineOptions::Progress::kWaiter, or kAuto on a
   // host whose ranks leave no core spare).
   const bool yield_to_app_;

@@ -139,7 +139,10 @@ kolo_status kolo_add_process_set(const int* ranks, int count, int* process_set);
 kolo_status kolo_timeline_start(const char* path);
 kolo_status kolo_timeline_stop(void);
 
-/* Direct, synchronous collectives on the world communicator (every rank, same order). */
+/* Direct, synchronous collectives on the world communicator (every rank, same order). Calls from
+ * several threads take turns (so each rank must order them the same way itself). None of the
+ * calls above or below may be made from a forked child of the process that called kolo_init()
+ * (KOLO_ERR_INVALID_ARGUMENT): it shares the parent's communicator. */
 kolo_status kolo_comm_allreduce(const void* send, void* recv, size_t count, kolo_dtype dtype,
                                 kolo_op op);
 kolo_status kolo_comm_allgather(const void* send, void* recv, size_t count, kolo_dtype dtype);

@@ -70,6 +70,19 @@ std::shared_ptr<kolo::engine::Engine> engine() {
   return g_engine;
 }
 
+// A direct collective on the world communicator, which serves one call at a time: calls from
+// several threads take turns (each rank must still make them in the same order).
+std::mutex g_direct_mutex;
+template <typename Fn>
+kolo_status direct(Fn fn) {
+  return guarded([&] {
+    auto e = engine();
+    e->check_process();
+    std::lock_guard<std::mutex> lock(g_direct_mutex);
+    fn(e->communicator());
+  });
+}
+
 kolo::ReduceOp op_of(int op) {
   if (op < 0 || op >= kolo::kNumReduceOps)
     invalid("reduce op " + std::to_string(op) + " is not a kolo_op (KOLO_SUM .. KOLO_BXOR)");
@@ -302,7 +315,10 @@ kolo_status kolo_add_process_set(const int* ranks, int count, int* process_set) 
     if (count < 0 || (ranks == nullptr && count > 0))
       invalid("ranks: " + std::to_string(count) + " ranks from a " + (ranks ? "valid" : "null") +
               " pointer");
-    *process_set = engine()->add_process_set(std::vector<int>(ranks, ranks + count));
+    auto e = engine();
+    // The split runs on the world communicator, as the direct collectives do.
+    std::lock_guard<std::mutex> lock(g_direct_mutex);
+    *process_set = e->add_process_set(std::vector<int>(ranks, ranks + count));
   });
 }
 
@@ -319,22 +335,21 @@ kolo_status kolo_timeline_stop(void) {
 
 kolo_status kolo_comm_allreduce(const void* send, void* recv, size_t count, kolo_dtype dtype,
                                 kolo_op op) {
-  return guarded([&] {
-    engine()->communicator().allreduce(send, recv, count, dtype_of(dtype),
-                                       op_of(static_cast<int>(op)));
+  return direct([&](kolo::Communicator& c) {
+    c.allreduce(send, recv, count, dtype_of(dtype), op_of(static_cast<int>(op)));
   });
 }
 
 kolo_status kolo_comm_allgather(const void* send, void* recv, size_t count, kolo_dtype dtype) {
-  return guarded([&] { engine()->communicator().allgather(send, recv, count, dtype_of(dtype)); });
+  return direct([&](kolo::Communicator& c) { c.allgather(send, recv, count, dtype_of(dtype)); });
 }
 
 kolo_status kolo_comm_broadcast(void* data, size_t count, kolo_dtype dtype, int root) {
-  return guarded([&] { engine()->communicator().broadcast(data, count, dtype_of(dtype), root); });
+  return direct([&](kolo::Communicator& c) { c.broadcast(data, count, dtype_of(dtype), root); });
 }
 
 kolo_status kolo_comm_barrier(void) {
-  return guarded([] { engine()->communicator().barrier(); });
+  return direct([](kolo::Communicator& c) { c.barrier(); });
 }
 
 }  // extern "C"

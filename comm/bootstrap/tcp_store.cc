@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "comm/base/env.h"
@@ -20,6 +21,11 @@ namespace kolo::bootstrap {
 namespace {
 
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
+
+// The handshake's tag: which generation of the store the client is looking for.
+std::string store_tag(uint64_t generation) {
+  return "store/" + std::to_string(generation);
+}
 
 // Without a job secret the store listens on loopback only (unless KOLO_INSECURE=1).
 net::Socket listen_for_store(const std::string& host, int port) {
@@ -41,15 +47,20 @@ struct TcpStoreServer::State : StoreState {
   std::map<int, Connection> conns;  // by fd
 };
 
-TcpStoreServer::TcpStoreServer(const std::string& host, int port)
+TcpStoreServer::TcpStoreServer(const std::string& host, int port, uint64_t generation)
     : listener_(listen_for_store(host, port)),
       port_(listener_.local_port()),
-      // Store clients are ranks of this job: any rank, role kStoreClient.
+      // Store clients are ranks of this job (any rank, role kStoreClient) of this generation.
       acceptor_(std::make_unique<net::Acceptor>(listener_, "store", kHandshakeTimeout,
-                                                [](const net::Hello& hello) {
-                                                  return hello.role == net::Role::kStoreClient
-                                                             ? std::string()
-                                                             : std::string("not a store client");
+                                                [generation](const net::Hello& hello) {
+                                                  if (hello.role != net::Role::kStoreClient)
+                                                    return std::string("not a store client");
+                                                  if (hello.tag != store_tag(generation))
+                                                    return "a client of another init (" +
+                                                           hello.tag + "; this store serves " +
+                                                           store_tag(generation) +
+                                                           "): it retries until that store is up";
+                                                  return std::string();
                                                 })),
       state_(std::make_unique<State>()) {
   thread_ = std::thread([this] { serve(); });
@@ -125,8 +136,13 @@ void TcpStoreServer::serve() {
   }
 }
 
-TcpStore::TcpStore(std::string host, int port, int rank, std::chrono::milliseconds timeout)
-    : host_(std::move(host)), port_(port), rank_(rank), connect_timeout_(timeout) {
+TcpStore::TcpStore(std::string host, int port, int rank, std::chrono::milliseconds timeout,
+                   uint64_t generation)
+    : host_(std::move(host)),
+      port_(port),
+      rank_(rank),
+      connect_timeout_(timeout),
+      generation_(generation) {
   std::lock_guard<std::mutex> lock(mutex_);
   ensure_connected(connect_timeout_);
 }
@@ -134,10 +150,25 @@ TcpStore::TcpStore(std::string host, int port, int rank, std::chrono::millisecon
 void TcpStore::ensure_connected(std::chrono::milliseconds timeout) {
   if (sock_.valid()) return;
   auto deadline = net::deadline_after(timeout);
-  net::Socket sock = net::Socket::connect(host_, port_, deadline);
-  net::client_handshake(sock, {net::Role::kStoreClient, rank_, "store"}, net::job_secret(),
-                        deadline);
-  sock_ = std::move(sock);
+  while (true) {
+    net::Socket sock = net::Socket::connect(host_, port_, deadline);
+    try {
+      net::client_handshake(sock, {net::Role::kStoreClient, rank_, store_tag(generation_)},
+                            net::job_secret(), deadline);
+      sock_ = std::move(sock);
+      return;
+    } catch (const Error& e) {
+      // An earlier init's store, refusing this generation or closing as its process shuts it
+      // down: the store this init waits for comes after it. A wrong secret is final.
+      const bool earlier_store = dynamic_cast<const net::UnexpectedPeer*>(&e) != nullptr ||
+                                 e.code() == ErrorCode::kPeerLost;
+      if (!earlier_store) throw;
+      if (std::chrono::steady_clock::now() >= deadline)
+        KOLO_THROW(ErrorCode::kTimeout, e.message(),
+                   " until the deadline (KOLO_TIMEOUT_SECONDS): is rank 0 in another init?");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
 }
 
 std::string TcpStore::request(uint8_t cmd, const std::string& key, const std::string& value,

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,10 +25,15 @@ class Acceptor;
 
 namespace kolo::bootstrap {
 
+// A process's rendezvous stores are numbered (its first init is generation 1, the init after a
+// shutdown 2, ...), the same on every rank. A server accepts clients of its own generation only:
+// a rank that shut down and initialised again before rank 0 had closed the earlier store is
+// refused by it and keeps trying until rank 0's new store is up, instead of joining the old
+// one and reading the earlier job's keys.
 class TcpStoreServer {
  public:
   // Listens on host:port (port 0: any free port) and serves until destroyed.
-  TcpStoreServer(const std::string& host, int port);
+  TcpStoreServer(const std::string& host, int port, uint64_t generation = 1);
   ~TcpStoreServer();
   int port() const { return port_; }
 
@@ -47,8 +53,10 @@ class TcpStoreServer {
 
 class TcpStore : public Store {
  public:
-  // Connects to host:port, retrying until `timeout`; `rank` is sent in the handshake.
-  TcpStore(std::string host, int port, int rank, std::chrono::milliseconds timeout);
+  // Connects to host:port, retrying until `timeout` (also while a server of another generation
+  // refuses it); `rank` and `generation` are sent in the handshake.
+  TcpStore(std::string host, int port, int rank, std::chrono::milliseconds timeout,
+           uint64_t generation = 1);
   // Hosts the server in this process too (rank 0).
   void host_server(std::unique_ptr<TcpStoreServer> server) { server_ = std::move(server); }
 
@@ -67,6 +75,7 @@ class TcpStore : public Store {
   int port_;
   int rank_;
   std::chrono::milliseconds connect_timeout_;
+  uint64_t generation_;
   std::mutex mutex_;
   net::Socket sock_;
   std::unique_ptr<TcpStoreServer> server_;

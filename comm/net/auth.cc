@@ -219,8 +219,10 @@ void client_handshake(Socket& sock, const Hello& hello, const std::string& secre
       KOLO_THROW(ErrorCode::kAuth, sock.peer_name(),
                  " refused the handshake: wrong job secret (check KOLO_SECRET)");
     case Status::kUnexpected:
-      KOLO_THROW(ErrorCode::kAuth, sock.peer_name(), " refused the handshake: it does not expect ",
-                 "rank ", hello.rank, " of communicator '", hello.tag, "'");
+      throw UnexpectedPeer(
+          ErrorCode::kAuth,
+          detail::concat(sock.peer_name(), " refused the handshake: it does not ", "expect rank ",
+                         hello.rank, " of communicator '", hello.tag, "'"));
     default:
       KOLO_THROW(ErrorCode::kAuth, sock.peer_name(), " answered the handshake with status ",
                  int{reply[0]});

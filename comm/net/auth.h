@@ -71,8 +71,14 @@ Reply make_reply(Status status, const uint8_t* hello_bytes, const Challenge& cha
 // The Status a failed verify_hello stands for.
 Status status_of(const Error& e);
 
+// kAuth for a handshake the acceptor refused because it does not expect this connection (another
+// communicator, role, rank or store generation): the secret itself was right.
+struct UnexpectedPeer : Error {
+  using Error::Error;
+};
+
 // The connector's side, blocking until the deadline; throws kAuth when the acceptor refuses or
-// cannot prove the secret.
+// cannot prove the secret (UnexpectedPeer when it does not expect this connection).
 void client_handshake(Socket& sock, const Hello& hello, const std::string& secret,
                       Deadline deadline);
 
