@@ -36,6 +36,10 @@ namespace {
 using std::chrono::milliseconds;
 
 constexpr int64_t kDefaultBufferBytes = 4 << 20;
+// Below this the receive window is smaller than a loopback segment and TCP falls back to
+// persist-timer probes: 8 KiB every 200 ms, slow enough to run no collective yet never quiet
+// long enough for the deadline (KOLO_TCP_BUFFER_BYTES=4096 to 12288 did so).
+constexpr int64_t kMinBufferBytes = 64 << 10;
 constexpr auto kAcceptHandshakeTimeout = std::chrono::seconds(5);
 constexpr int kPollCapMs = 100;  // a sleeping wait re-checks its deadline this often
 
@@ -84,7 +88,8 @@ std::unique_ptr<Context> create(const ContextOptions& options) {
 TcpContext::TcpContext(const ContextOptions& options)
     : Context(options),
       buffer_bytes_(static_cast<int>(
-          env::get_int("KOLO_TCP_BUFFER_BYTES", kDefaultBufferBytes, 4096, int64_t{1} << 30))),
+          env::get_int("KOLO_TCP_BUFFER_BYTES", kDefaultBufferBytes, kMinBufferBytes,
+                       int64_t{1} << 30))),
       pairs_(static_cast<size_t>(size_)) {
   if (size_ > 1) connect_mesh(options);
 }
