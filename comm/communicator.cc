@@ -40,10 +40,19 @@ std::string secret_origin(int rank) {
 
 void rendezvous_over_mpi(bootstrap::LaunchInfo* info, uint64_t generation,
                          std::unique_ptr<bootstrap::TcpStoreServer>* server) {
-  KOLO_CHECK_ARG(bootstrap::mpi_world::available(), "launched by ", info->launcher,
-                 " but no rendezvous address is set: set KOLO_ADDR and KOLO_PORT (or "
-                 "MASTER_ADDR and MASTER_PORT), or build kolo with MPI (KOLO_WITH_MPI)");
+  const std::string no_address = "launched by " + info->launcher +
+                                 " but no rendezvous address is set: set KOLO_ADDR and KOLO_PORT "
+                                 "(or MASTER_ADDR and MASTER_PORT)";
+  // Ranks from kolorun-style or torchrun-style variables are no MPI job: MPI_Init would make
+  // each a world of its own, with nobody to share the address.
+  KOLO_CHECK_ARG(info->launcher == "mpi" || info->launcher == "slurm", no_address);
+  KOLO_CHECK_ARG(bootstrap::mpi_world::available(), no_address,
+                 ", or build kolo with MPI (KOLO_WITH_MPI)");
   bootstrap::mpi_world::ensure_initialized();
+  KOLO_CHECK_ARG(bootstrap::mpi_world::world_size() == info->size, no_address,
+                 ", or start the job with mpirun or srun: the launcher's variables say ",
+                 info->size, " ranks but MPI's world has ", bootstrap::mpi_world::world_size(),
+                 " (variables set by hand?)");
   // Rank 0's failure (a bad KOLO_SECRET_FILE, a port in use) travels in the broadcast too:
   // MPI's broadcast has no deadline, so the others must not wait for a message never sent.
   constexpr char kFailed = '!';

@@ -1,6 +1,8 @@
 // Launcher detection from environment variables.
 #include "comm/bootstrap/launch_env.h"
 
+#include <utility>
+
 #include "comm/base/env.h"
 #include "comm/base/error.h"
 
@@ -22,12 +24,27 @@ bool read_triplet(LaunchInfo& info, const char* launcher, const char* rank_var,
   info.rank = static_cast<int>(*rank);
   info.size = static_cast<int>(*size);
   info.local_rank = static_cast<int>(env::get_int(local_var, -1, -1, kMaxRanks - 1));
+  KOLO_CHECK_ARG(info.local_rank < info.size, local_var, "=", info.local_rank, " is not below ",
+                 size_var, "=", info.size);
   return true;
+}
+
+// A job size without this process's rank would run every process as a job of one, each
+// training alone and exiting 0 (a RANK=$UNSET typo). Slurm's SLURM_NTASKS is left out: a
+// program started in a batch script outside srun sees it without SLURM_PROCID, alone by design.
+void refuse_size_without_rank() {
+  for (auto [rank_var, size_var] : {std::pair{"KOLO_RANK", "KOLO_SIZE"}, {"RANK", "WORLD_SIZE"}}) {
+    auto size = env::get_int_opt(size_var, 1, kMaxRanks);
+    KOLO_CHECK_ARG(!size || *size == 1, size_var, "=", size.value_or(1), " is set but ", rank_var,
+                   " is not (or is empty): every process would run as a job of one. Set ", rank_var,
+                   " for each process, or unset ", size_var);
+  }
 }
 
 void read_address(LaunchInfo& info, const char* addr_var, const char* port_var) {
   info.addr = env::get_or(addr_var, "");
-  info.port = static_cast<int>(env::get_int(port_var, 0, 0, 65535));
+  info.port = static_cast<int>(env::get_int_opt(port_var, 1, 65535).value_or(0));
+  if (info.port == 0 && !info.addr.empty()) info.port = kDefaultStorePort;
 }
 
 }  // namespace
@@ -36,10 +53,8 @@ LaunchInfo detect_launch() {
   LaunchInfo info;
   if (read_triplet(info, "kolo", "KOLO_RANK", "KOLO_SIZE", "KOLO_LOCAL_RANK")) {
     read_address(info, "KOLO_ADDR", "KOLO_PORT");
-    if (info.port == 0 && !info.addr.empty()) info.port = kDefaultStorePort;
   } else if (read_triplet(info, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK")) {
     read_address(info, "MASTER_ADDR", "MASTER_PORT");
-    if (info.port == 0 && !info.addr.empty()) info.port = kDefaultStorePort;
   } else if (read_triplet(info, "slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")) {
     read_address(info, "KOLO_ADDR", "KOLO_PORT");
   } else if (read_triplet(info, "mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
@@ -47,11 +62,13 @@ LaunchInfo detect_launch() {
              read_triplet(info, "mpi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")) {
     read_address(info, "KOLO_ADDR", "KOLO_PORT");
   } else {
+    refuse_size_without_rank();
     info.launcher = "single";
   }
   // Anything can be overridden explicitly.
   if (auto addr = env::get("KOLO_ADDR")) info.addr = *addr;
   if (auto port = env::get_int_opt("KOLO_PORT", 1, 65535)) info.port = static_cast<int>(*port);
+  if (info.port == 0 && !info.addr.empty()) info.port = kDefaultStorePort;
   return info;
 }
 

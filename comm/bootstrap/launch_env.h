@@ -4,7 +4,9 @@
 //   3. Slurm: SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID;
 //   4. Open MPI's mpirun: OMPI_COMM_WORLD_RANK / _SIZE / _LOCAL_RANK; PMI_RANK / PMI_SIZE;
 //   5. none: a single process (rank 0 of 1).
-// When the launcher gives no store address (mpirun, srun), rank 0's is shared over MPI.
+// When the launcher gives no store address (mpirun, srun), rank 0's is shared over MPI. A store
+// address without a port uses kDefaultStorePort. KOLO_SIZE or WORLD_SIZE above 1 without its
+// rank variable is refused (each process would otherwise run alone).
 #pragma once
 
 #include <string>

@@ -150,9 +150,11 @@ TcpStore::TcpStore(std::string host, int port, int rank, std::chrono::millisecon
 void TcpStore::ensure_connected(std::chrono::milliseconds timeout) {
   if (sock_.valid()) return;
   auto deadline = net::deadline_after(timeout);
+  std::string refused;  // the last refusal by an earlier init's store
+  auto pause = std::chrono::milliseconds(10);
   while (true) {
-    net::Socket sock = net::Socket::connect(host_, port_, deadline);
     try {
+      net::Socket sock = net::Socket::connect(host_, port_, deadline);
       net::client_handshake(sock, {net::Role::kStoreClient, rank_, store_tag(generation_)},
                             net::job_secret(), deadline);
       sock_ = std::move(sock);
@@ -162,11 +164,13 @@ void TcpStore::ensure_connected(std::chrono::milliseconds timeout) {
       // down: the store this init waits for comes after it. A wrong secret is final.
       const bool earlier_store = dynamic_cast<const net::UnexpectedPeer*>(&e) != nullptr ||
                                  e.code() == ErrorCode::kPeerLost;
-      if (!earlier_store) throw;
-      if (std::chrono::steady_clock::now() >= deadline)
-        KOLO_THROW(ErrorCode::kTimeout, e.message(),
+      if (earlier_store) refused = e.message();
+      if (std::chrono::steady_clock::now() >= deadline && !refused.empty())
+        KOLO_THROW(ErrorCode::kTimeout, refused,
                    " until the deadline (KOLO_TIMEOUT_SECONDS): is rank 0 in another init?");
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (!earlier_store) throw;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(200));
     }
   }
 }

@@ -138,6 +138,33 @@ TEST(LaunchEnv, InconsistentVariablesAreRefused) {
     ScopedEnv env{{"KOLO_RANK", "0"}, {"KOLO_SIZE", "2"}, {"KOLO_PORT", "99999"}};
     error_of([] { bootstrap::detect_launch(); }, ErrorCode::kInvalidArgument);
   }
+  // A job size without the rank (unset or empty) ran every process as a job of one, rc 0.
+  for (const char* rank : {static_cast<const char*>(""), static_cast<const char*>(nullptr)}) {
+    ScopedEnv env{{"KOLO_SIZE", "2"}, {"KOLO_RANK", rank}};
+    auto message = error_of([] { bootstrap::detect_launch(); }, ErrorCode::kInvalidArgument);
+    EXPECT_NE(message.find("KOLO_SIZE=2 is set but KOLO_RANK is not"), std::string::npos)
+        << message;
+  }
+  {
+    ScopedEnv env{{"WORLD_SIZE", "4"}};
+    auto message = error_of([] { bootstrap::detect_launch(); }, ErrorCode::kInvalidArgument);
+    EXPECT_NE(message.find("but RANK is not"), std::string::npos) << message;
+  }
+  {
+    ScopedEnv env{{"WORLD_SIZE", "1"}, {"SLURM_NTASKS", "4"}};  // alone by design
+    EXPECT_EQ(bootstrap::detect_launch().launcher, "single");
+  }
+  {
+    ScopedEnv env{{"KOLO_RANK", "0"}, {"KOLO_SIZE", "2"}, {"KOLO_LOCAL_RANK", "5"}};
+    auto message = error_of([] { bootstrap::detect_launch(); }, ErrorCode::kInvalidArgument);
+    EXPECT_NE(message.find("KOLO_LOCAL_RANK=5 is not below KOLO_SIZE=2"), std::string::npos)
+        << message;
+  }
+  {
+    // Slurm with a store address and no port takes the default port, as the others do.
+    ScopedEnv env{{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"KOLO_ADDR", "10.0.0.1"}};
+    EXPECT_EQ(bootstrap::detect_launch().port, bootstrap::kDefaultStorePort);
+  }
 }
 
 void exercise_store(bootstrap::Store& a, bootstrap::Store& b) {
@@ -175,6 +202,33 @@ TEST(Store, TcpStoreAcrossClients) {
   bootstrap::TcpStore a("127.0.0.1", server.port(), 0, 5s);
   bootstrap::TcpStore b("127.0.0.1", server.port(), 1, 5s);
   exercise_store(a, b);
+}
+
+// A client of the next init (generation 2) is refused by a store of the earlier one, which
+// still holds that init's keys, and waits for the store of its own generation on that port.
+TEST(Store, AClientJoinsOnlyTheStoreOfItsGeneration) {
+  auto old_server = std::make_unique<bootstrap::TcpStoreServer>("127.0.0.1", 0, 1);
+  const int port = old_server->port();
+  bootstrap::TcpStore old_client("127.0.0.1", port, 0, 5s, 1);
+  old_client.set("w/key", "earlier");
+  const auto start = std::chrono::steady_clock::now();
+  std::thread replace([&] {
+    std::this_thread::sleep_for(300ms);
+    old_server.reset();  // rank 0 closes its earlier store and opens the next one
+    bootstrap::TcpStoreServer next("127.0.0.1", port, 2);
+    bootstrap::TcpStore host("127.0.0.1", port, 0, 5s, 2);
+    host.set("w/key", "later");
+    std::this_thread::sleep_for(500ms);
+  });
+  bootstrap::TcpStore client("127.0.0.1", port, 1, 5s, 2);
+  EXPECT_EQ(client.get("w/key", 5s), "later");
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
+  replace.join();
+  // With no store of its generation ever coming, it fails at its deadline saying why.
+  bootstrap::TcpStoreServer earlier("127.0.0.1", 0, 1);
+  auto message = error_of([&] { bootstrap::TcpStore("127.0.0.1", earlier.port(), 1, 300ms, 2); },
+                          ErrorCode::kTimeout);
+  EXPECT_NE(message.find("is rank 0 in another init?"), std::string::npos) << message;
 }
 
 // A connection whose peer has gone names the peer's address (getpeername fails by then: the

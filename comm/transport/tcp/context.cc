@@ -87,9 +87,8 @@ std::unique_ptr<Context> create(const ContextOptions& options) {
 
 TcpContext::TcpContext(const ContextOptions& options)
     : Context(options),
-      buffer_bytes_(static_cast<int>(
-          env::get_int("KOLO_TCP_BUFFER_BYTES", kDefaultBufferBytes, kMinBufferBytes,
-                       int64_t{1} << 30))),
+      buffer_bytes_(static_cast<int>(env::get_int("KOLO_TCP_BUFFER_BYTES", kDefaultBufferBytes,
+                                                  kMinBufferBytes, int64_t{1} << 30))),
       pairs_(static_cast<size_t>(size_)) {
   if (size_ > 1) connect_mesh(options);
 }
