@@ -18,6 +18,7 @@
 #include "comm/bootstrap/tcp_store.h"
 #include "comm/net/auth.h"
 #include "comm/net/socket.h"
+#include "comm/reduce/reduce.h"
 #include "comm/transport/context.h"
 
 namespace kolo {
@@ -151,6 +152,19 @@ void require_same_choices(bootstrap::Store& store, int rank, int size, const std
   bootstrap::require_same_on_every_rank("KOLO_ALGORITHM", algorithms, rank);
 }
 
+// Every setting of the communicator, its transports and the reductions is read before the
+// rendezvous: a bad one fails each rank with its own message. Read later, rank 0's failure
+// closed the store under the others, who saw only that (and kolorun could stop rank 0 before
+// it had printed).
+void check_settings() {
+  if (auto text = env::get("KOLO_TRANSPORT")) parse_transport(*text, "KOLO_TRANSPORT");
+  parse_algorithm(env::get_or("KOLO_ALGORITHM", "auto"), "KOLO_ALGORITHM");
+  (void)reduce::best_isa();
+  (void)log::threshold();
+  (void)net::insecure_allowed();
+  transport::check_transport_settings();
+}
+
 std::vector<int> all_ranks(int size) {
   std::vector<int> ranks(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) ranks[static_cast<size_t>(r)] = r;
@@ -168,6 +182,7 @@ std::string bounded_tag(const std::string& tag) {
 std::shared_ptr<Communicator> Communicator::init(const CommunicatorOptions& given) {
   auto info = bootstrap::detect_launch();
   log::set_rank(info.rank);
+  check_settings();
   CommunicatorOptions options = given;
   options.launched_by_mpi = info.launcher == "mpi";
   auto timeout = options.timeout.value_or(env::timeout());

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "comm/communicator.h"
 #include "fusion/engine.h"
@@ -172,8 +173,11 @@ kolo_status kolo_init(void) {
   return guarded([] {
     // Both or neither: when the engine refuses to start (settings that differ), the communicator
     // and rank 0's store thread end here instead of running on into exit (LeakSanitizer).
+    // The engine's settings are read before the rendezvous: a bad one fails each rank with its
+    // own message, not as a store that rank 0's failure closed under the others.
+    kolo::engine::EngineOptions options = kolo::engine::EngineOptions::from_env();
     auto comm = kolo::Communicator::init();
-    g_engine = std::make_shared<kolo::engine::Engine>(comm);
+    g_engine = std::make_shared<kolo::engine::Engine>(comm, std::move(options));
     g_comm = std::move(comm);
   });
 }

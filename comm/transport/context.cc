@@ -204,6 +204,11 @@ void Context::throw_peer_lost(int peer, const std::string& how) const {
              rank_, ": lost ", describe_peer(peer), ": ", how, reported);
 }
 
+void check_transport_settings() {
+  shm::check_settings();
+  tcp::check_settings();
+}
+
 std::unique_ptr<Context> create_context(TransportKind kind, const ContextOptions& options) {
   switch (kind) {
     case TransportKind::kShm: return shm::create(options);

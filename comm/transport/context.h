@@ -75,6 +75,11 @@ struct Frame {
   Transfer transfer;
 };
 
+// Reads every transport's own settings (KOLO_SHM_*, KOLO_TCP_BUFFER_BYTES) whichever is used,
+// throwing kInvalidArgument for a bad one: Communicator::init checks them before any rank
+// waits for another.
+void check_transport_settings();
+
 // What every transport's create() needs.
 struct ContextOptions {
   std::shared_ptr<bootstrap::Store> store;  // already prefixed for this communicator

@@ -73,7 +73,9 @@ std::string signal_name(int sig) {
 // Signal handlers only record what happened and wake the poll() loop through a self-pipe; all
 // the work happens in the loop, outside signal context.
 volatile sig_atomic_t g_child_exited = 0;
-volatile sig_atomic_t g_stop_signal = 0;  // the last SIGINT/SIGTERM kolorun received
+volatile sig_atomic_t g_stop_signal = 0;
+// How long the other ranks may take to end on their own after one failed (stop_after_failure).
+constexpr auto kSettle = std::chrono::seconds(1);  // the last SIGINT/SIGTERM kolorun received
 volatile sig_atomic_t g_stop_count = 0;
 int g_wake_fd = -1;
 
@@ -122,6 +124,9 @@ class Launcher {
   void handle_signals();
   void on_rank_exit(Rank& r, int rank, int status);
   void begin_stop(int exit_code, int sig);
+  // After a rank failed: the others get kSettle to end on their own (a bad setting or a lost
+  // peer fails them too, and each says why), then SIGTERM.
+  void stop_after_failure(int exit_code);
   void kill_stragglers(bool deadline);
   void signal_groups(int sig);
   bool any_group_alive() const;
@@ -134,6 +139,8 @@ class Launcher {
   bool killed_ = false;
   int stops_seen_ = 0;
   Clock::time_point deadline_;
+  bool terminate_pending_ = false;  // stop_after_failure's SIGTERM is still to be sent, at term_at_
+  Clock::time_point term_at_;
   int wake_[2] = {-1, -1};
   std::optional<rlimit> fd_limit_;  // as kolorun found it, restored in the ranks
   std::unique_ptr<Binder> binder_;  // --bind: loaded before the ranks are forked
@@ -205,6 +212,10 @@ int Launcher::run() {
   while (running_ > 0 || (stopping_ && !killed_ && any_group_alive())) {
     wait_for_events();
     handle_signals();
+    if (terminate_pending_ && Clock::now() >= term_at_) {
+      terminate_pending_ = false;
+      signal_groups(SIGTERM);
+    }
     if (stopping_ && !killed_ && Clock::now() >= deadline_) kill_stragglers(true);
   }
   // Pipes can still be open when a rank left a process behind that holds them.
@@ -393,7 +404,8 @@ void Launcher::wait_for_events() {
 // Blocks until output or a signal arrives; only a pending SIGKILL deadline sets a timeout.
 int Launcher::poll_timeout_ms() const {
   if (!stopping_ || killed_) return -1;
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - Clock::now()).count();
+  const Clock::time_point next = terminate_pending_ ? term_at_ : deadline_;
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
   int ms = static_cast<int>(std::max<int64_t>(left, 0));
   // With every rank reaped there is no SIGCHLD left to wait for, only leftover processes.
   return running_ > 0 ? ms : std::min(ms, kGroupPollMs);
@@ -442,13 +454,22 @@ void Launcher::on_rank_exit(Rank& r, int rank, int status) {
   if (stopping_) return;
   if (WIFEXITED(status)) {
     std::fprintf(stderr, "kolorun: rank %d exited with code %d\n", rank, WEXITSTATUS(status));
-    begin_stop(WEXITSTATUS(status), SIGTERM);
+    stop_after_failure(WEXITSTATUS(status));
   } else {
     int sig = WTERMSIG(status);
     std::fprintf(stderr, "kolorun: rank %d killed by signal %d (%s)\n", rank, sig,
                  signal_name(sig).c_str());
-    begin_stop(128 + sig, SIGTERM);
+    stop_after_failure(128 + sig);
   }
+}
+
+void Launcher::stop_after_failure(int exit_code) {
+  if (stopping_) return;
+  begin_stop(exit_code, 0);  // signal 0: nothing sent yet
+  terminate_pending_ = true;
+  term_at_ = Clock::now() + kSettle;
+  deadline_ = term_at_ + std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(opts_.grace_s));
 }
 
 void Launcher::begin_stop(int exit_code, int sig) {

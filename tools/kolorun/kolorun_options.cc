@@ -47,7 +47,8 @@ options:
                 at least one) or numa (rank i on NUMA node i mod nodes, CPUs and memory)
   --topology    print the packages, NUMA nodes, cores and network/GPU devices hwloc finds
                 on this host, and exit
-  --grace S     seconds between SIGTERM and SIGKILL when stopping ranks (default 5)
+  --grace S     seconds between SIGTERM and SIGKILL when stopping ranks (default 5); after a
+                rank fails the others first get 1 s to end on their own
   --no-prefix   forward output lines without the "[rank] " prefix
   -h, --help    show this help and exit
   --version     show the version and exit

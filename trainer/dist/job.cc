@@ -9,6 +9,7 @@
 #include "comm/base/error.h"
 #include "comm/bootstrap/host.h"
 #include "comm/bootstrap/launch_env.h"
+#include "fusion/engine.h"
 #include "trainer/io/json_text.h"
 
 namespace kolo::trainer {
@@ -37,6 +38,9 @@ Job Job::over(std::shared_ptr<Communicator> comm) {
 }
 
 void Job::connect() {
+  // The engine's settings (DataParallel's engine) first, as Communicator::init reads its own:
+  // a bad one fails every rank with its own message before any waits for another.
+  (void)engine::EngineOptions::from_env();
   comm = Communicator::init();
   KOLO_CHECK_EQ(comm->size(), world_, ErrorCode::kInternal, "world size after the rendezvous");
 }

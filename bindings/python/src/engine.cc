@@ -148,6 +148,10 @@ void bind_handle(py::module_& m) {
 
 void bind_engine(py::module_& m) {
   bind_handle(m);
+  m.def(
+      "check_engine_settings", [] { (void)engine::EngineOptions::from_env(); },
+      "Reads the engine's KOLO_* settings, raising for a bad one: before the rendezvous, so that "
+      "every rank names it.");
   const auto none = engine::Compression::kNone;
   py::class_<PyEngine>(m, "Engine", "The Horovod-style engine (one per process; docs/engine.md).")
       .def(py::init(&make_engine), py::arg("comm"),

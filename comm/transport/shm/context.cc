@@ -12,6 +12,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -92,10 +93,34 @@ std::unique_ptr<Context> create(const ContextOptions& options) {
   return std::make_unique<ShmContext>(options);
 }
 
+namespace {
+
+size_t buffer_bytes_setting() {
+  return static_cast<size_t>(
+      env::get_int("KOLO_SHM_BUFFER_BYTES", 4 << 20, 4096, int64_t(1) << 30) / 64 * 64);
+}
+bool cross_process_reads_setting() {
+  return env::get_bool("KOLO_SHM_CROSS_PROCESS_READS", true);
+}
+std::optional<int64_t> staged_passes_setting() {
+  return env::get_int_opt("KOLO_SHM_STAGED_PASSES", 1, 2);
+}
+bool direct_setting() {
+  return env::get_bool("KOLO_SHM_DIRECT", true);
+}
+
+}  // namespace
+
+void check_settings() {
+  buffer_bytes_setting();
+  cross_process_reads_setting();
+  staged_passes_setting();
+  direct_setting();
+}
+
 ShmContext::ShmContext(const ContextOptions& options)
     : Context(options),
-      capacity_(static_cast<size_t>(
-          env::get_int("KOLO_SHM_BUFFER_BYTES", 4 << 20, 4096, int64_t(1) << 30) / 64 * 64)),
+      capacity_(buffer_bytes_setting()),
       segment_bytes_(sizeof(SegmentHeader) +
                      static_cast<size_t>(options.size) * ring_stride(capacity_)),
       segments_(static_cast<size_t>(options.size)) {
@@ -270,7 +295,7 @@ void ShmContext::probe_cross_process_reads(const ContextOptions& options) {
   self->cma_probe = kMagic ^ static_cast<uint64_t>(rank_);
   self->published[0] = reinterpret_cast<uint64_t>(&self->cma_probe);
   bootstrap::store_barrier(store, "shm/probe", size_, timeout_);
-  bool ok = env::get_bool("KOLO_SHM_CROSS_PROCESS_READS", true);
+  bool ok = cross_process_reads_setting();
   for (int p = 0; ok && p < size_; ++p) {
     if (p == rank_ || same_process(p)) continue;
     uint64_t value = 0;
@@ -281,9 +306,8 @@ void ShmContext::probe_cross_process_reads(const ContextOptions& options) {
   }
   // KOLO_SHM_STAGED_PASSES must agree: ranks taking different passes would wait at different
   // barriers.
-  const auto passes = env::get_int_opt("KOLO_SHM_STAGED_PASSES", 1, 2);
-  const std::string vote = std::string{ok ? '1' : '0'} +
-                           (env::get_bool("KOLO_SHM_DIRECT", true) ? '1' : '0') +
+  const auto passes = staged_passes_setting();
+  const std::string vote = std::string{ok ? '1' : '0'} + (direct_setting() ? '1' : '0') +
                            (passes ? std::to_string(*passes) : "auto (unset)");
   auto votes = bootstrap::store_allgather(store, "shm/direct", rank_, size_, vote, timeout_);
   auto all = [&](size_t i) {

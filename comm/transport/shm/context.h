@@ -14,6 +14,8 @@
 namespace kolo::transport::shm {
 
 std::unique_ptr<Context> create(const ContextOptions& options);
+// Reads this transport's settings (KOLO_SHM_*), throwing kInvalidArgument for a bad one.
+void check_settings();
 
 // The pid of the process that chose the name of a segment, from its /dev/shm entry name
 // ("kolo-..."), or -1 for other names. Segments are unlinked once every rank has mapped them;

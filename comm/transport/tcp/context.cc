@@ -85,11 +85,21 @@ std::unique_ptr<Context> create(const ContextOptions& options) {
   return std::make_unique<TcpContext>(options);
 }
 
+namespace {
+
+int buffer_bytes_setting() {
+  return static_cast<int>(env::get_int("KOLO_TCP_BUFFER_BYTES", kDefaultBufferBytes,
+                                       kMinBufferBytes, int64_t{1} << 30));
+}
+
+}  // namespace
+
+void check_settings() {
+  buffer_bytes_setting();
+}
+
 TcpContext::TcpContext(const ContextOptions& options)
-    : Context(options),
-      buffer_bytes_(static_cast<int>(env::get_int("KOLO_TCP_BUFFER_BYTES", kDefaultBufferBytes,
-                                                  kMinBufferBytes, int64_t{1} << 30))),
-      pairs_(static_cast<size_t>(size_)) {
+    : Context(options), buffer_bytes_(buffer_bytes_setting()), pairs_(static_cast<size_t>(size_)) {
   if (size_ > 1) connect_mesh(options);
 }
 

@@ -17,6 +17,8 @@
 namespace kolo::transport::tcp {
 
 std::unique_ptr<Context> create(const ContextOptions& options);
+// Reads this transport's settings (KOLO_TCP_BUFFER_BYTES), throwing kInvalidArgument for a bad one.
+void check_settings();
 
 class TcpContext : public Context {
  public:

@@ -57,6 +57,7 @@ def init(comm=None, process_sets=None):
         return
     horovod_env.apply()
     try:
+        _core.check_engine_settings()  # each rank names a bad setting, before any waits
         _state.comm = _resolve_comm(comm)
         _state.engine = _core.Engine(_state.comm)
     except InvalidArgumentError as error:
