@@ -1,6 +1,8 @@
 // Validated access to environment variables.
 #include "comm/base/env.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 #include "comm/base/error.h"
@@ -17,11 +19,22 @@ std::string get_or(const char* name, const std::string& fallback) {
   return get(name).value_or(fallback);
 }
 
+namespace {
+
+// Plain decimal text only: strtoll and strtod also take leading blanks (not trailing ones),
+// and strtod hex, inf and nan.
+bool plain_number(const std::string& text, bool fraction) {
+  const std::string allowed = fraction ? "0123456789+-.eE" : "0123456789+-";
+  return !text.empty() && text.find_first_not_of(allowed) == std::string::npos;
+}
+
+}  // namespace
+
 int64_t parse_int(const std::string& text, const char* setting, int64_t min, int64_t max) {
   char* end = nullptr;
   errno = 0;
   long long value = std::strtoll(text.c_str(), &end, 10);
-  bool ok = errno == 0 && end != text.c_str() && *end == '\0';
+  bool ok = plain_number(text, false) && errno == 0 && end != text.c_str() && *end == '\0';
   KOLO_CHECK_ARG(ok && value >= min && value <= max, setting, "='", text,
                  "' is not accepted; expected an integer in [", min, ", ", max, "]");
   return value;
@@ -31,7 +44,7 @@ double parse_double(const std::string& text, const char* setting, double min, do
   char* end = nullptr;
   errno = 0;
   double value = std::strtod(text.c_str(), &end);
-  bool ok = errno == 0 && end != text.c_str() && *end == '\0';
+  bool ok = plain_number(text, true) && errno == 0 && end != text.c_str() && *end == '\0';
   KOLO_CHECK_ARG(ok && value >= min && value <= max, setting, "='", text,
                  "' is not accepted; expected a number in [", min, ", ", max, "]");
   return value;
@@ -55,10 +68,12 @@ double get_double(const char* name, double fallback, double min, double max) {
 bool get_bool(const char* name, bool fallback) {
   auto text = get(name);
   if (!text) return fallback;
-  const std::string& v = *text;
+  std::string v = *text;
+  std::transform(v.begin(), v.end(), v.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
   if (v == "0" || v == "false" || v == "no" || v == "off") return false;
-  KOLO_THROW(ErrorCode::kInvalidArgument, name, "='", v,
+  KOLO_THROW(ErrorCode::kInvalidArgument, name, "='", *text,
              "' is not accepted; expected one of 1, 0, true, false, yes, no, on, off");
 }
 

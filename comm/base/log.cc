@@ -2,6 +2,7 @@
 // threads or ranks do not interleave.
 #include "comm/base/log.h"
 
+#include <strings.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,7 +21,7 @@ Level parse_level() {
   if (!text) return Level::kWarning;
   static const char* const kNames[] = {"trace", "debug", "info", "warning", "error", "off"};
   for (int i = 0; i < 6; ++i)
-    if (*text == kNames[i]) return static_cast<Level>(i);
+    if (strcasecmp(text->c_str(), kNames[i]) == 0) return static_cast<Level>(i);
   KOLO_THROW(ErrorCode::kInvalidArgument, "KOLO_LOG_LEVEL='", *text,
              "' is not accepted; expected trace, debug, info, warning, error or off");
 }

@@ -66,6 +66,16 @@ TEST(Env, InvalidValuesNameTheSettingAndTheRange) {
   error_of([] { env::timeout(); }, ErrorCode::kInvalidArgument);
   ScopedEnv good{{"KOLO_TIMEOUT_SECONDS", "2.5"}};
   EXPECT_EQ(env::timeout(), 2500ms);
+  // Plain decimal text only: a leading blank and hex were taken, a trailing blank refused.
+  for (const char* odd : {" 10", "10 ", "0x10", "inf", "nan", "1e1x"}) {
+    ScopedEnv bad{{"KOLO_TIMEOUT_SECONDS", odd}, {"KOLO_CACHE_CAPACITY", odd}};
+    error_of([] { env::timeout(); }, ErrorCode::kInvalidArgument);
+    error_of([] { env::get_int("KOLO_CACHE_CAPACITY", 1, 0, 100); }, ErrorCode::kInvalidArgument);
+  }
+  ScopedEnv exponent{{"KOLO_TIMEOUT_SECONDS", "1e1"}};
+  EXPECT_EQ(env::timeout(), 10000ms);
+  ScopedEnv upper{{"KOLO_SHM_DIRECT", "TRUE"}};
+  EXPECT_TRUE(env::get_bool("KOLO_SHM_DIRECT", false));
 }
 
 TEST(Env, NamesParseWithAliasesAndRefuseUnknownOnes) {

@@ -177,7 +177,7 @@ void Launcher::setup() {
   const std::string np = std::to_string(opts_.np);
   int port = opts_.port ? opts_.port : find_free_port(opts_.addr);
   if (opts_.nnodes > 1 && !env::get("KOLO_SECRET") && !env::get("KOLO_SECRET_FILE") &&
-      env::get_or("KOLO_INSECURE", "0") != "1")
+      !net::insecure_allowed())
     KOLO_THROW(ErrorCode::kInvalidArgument, "--nnodes ", opts_.nnodes,
                ": set the same KOLO_SECRET (or KOLO_SECRET_FILE) on every host (or "
                "KOLO_INSECURE=1 on a trusted network), so the hosts' ranks can prove they belong "

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -217,7 +218,9 @@ namespace cpu {
 bool use_avx512() {
   static const bool yes = [] {
     const char* env = std::getenv("KOLO_TRAINER_ISA");
-    const std::string cap = env == nullptr ? "" : env;
+    std::string cap = env == nullptr ? "" : env;
+    std::transform(cap.begin(), cap.end(), cap.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     KOLO_CHECK_ARG(cap.empty() || cap == "avx2" || cap == "avx512", "KOLO_TRAINER_ISA='", cap,
                    "' is not accepted (avx2, or avx512: the default, used where the CPU has it)");
     __builtin_cpu_init();
