@@ -43,8 +43,12 @@ const char* thread_level_name(int level) {
   return "an unknown thread level";
 }
 
-// Registered only when kolo called MPI_Init_thread: whoever initializes MPI finalizes it.
-void finalize_at_exit() {
+// Registered only when kolo called MPI_Init_thread: whoever initializes MPI finalizes it, on a
+// successful exit. A process that exits with an error leaves MPI unfinalized: MPI_Finalize
+// waits for every other rank, and they wait in a collective for this one until their deadline
+// (a failed rank held the job for KOLO_TIMEOUT_SECONDS); mpirun stops them at once instead.
+void finalize_at_exit(int status, void*) {
+  if (status != 0) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -55,7 +59,7 @@ int init_mpi() {
   int provided = MPI_THREAD_SINGLE;
   int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   if (rc != MPI_SUCCESS) KOLO_THROW(ErrorCode::kIo, "MPI_Init_thread failed: ", error_string(rc));
-  std::atexit(finalize_at_exit);
+  ::on_exit(finalize_at_exit, nullptr);  // glibc: the handler sees the exit status
   if (provided < MPI_THREAD_SERIALIZED)
     g_init_error = detail::concat("MPI provides only ", thread_level_name(provided),
                                   "; kolo needs MPI_THREAD_SERIALIZED or better (use an MPI "

@@ -5,7 +5,10 @@
  *     communicator: "ranks called different collectives" in 2 of 3 runs);
  *   - a forked child's op is refused naming the fork (it ran the parent's collectives and broke
  *     the job), and the parents go on.
- * Every allreduce's result is checked. Exits 1 when any check fails. */
+ * Every allreduce's result is checked. Exits 1 when any check fails.
+ * With the argument "rank-1-fails": rank 1 exits with status 3 right after kolo_init while rank 0
+ * waits in an allreduce (mpirun_failure_test.sh: under mpirun the job must end at once; the
+ * failed rank sat in MPI_Finalize at exit, holding the job for KOLO_TIMEOUT_SECONDS). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,8 +52,16 @@ static void* direct_calls(void* arg) {
   return (void*)bad;
 }
 
-int main(void) {
+int main(int argc, char** argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc > 1 && strcmp(argv[1], "rank-1-fails") == 0) {
+    if (kolo_init() != KOLO_OK) return 1;
+    if (kolo_rank() == 1) {
+      fprintf(stderr, "lifecycle: rank 1 fails on purpose\n");
+      exit(3);
+    }
+    return engine_sum_correct("never.completes", 16) ? 0 : 1;
+  }
   int cycles_ok = 1;
   for (int c = 0; c < 8 && cycles_ok; ++c) {
     char name[32];
