@@ -296,7 +296,7 @@ TEST(Config, LoadFileWithOverrides) {
       read_config_file(odd);
       ADD_FAILURE() << odd;
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(odd + ": not a regular file"), std::string::npos)
+      EXPECT_NE(std::string(e.what()).find(odd + " is not a regular file"), std::string::npos)
           << e.what();
     }
   }

@@ -17,6 +17,7 @@
 #include "trainer/checkpoint/index_check.h"
 #include "trainer/dist/partition.h"
 #include "trainer/io/atomic_file.h"
+#include "trainer/io/file_bytes.h"
 #include "trainer/io/json_text.h"
 #include "trainer/io/safetensors.h"
 #include "trainer/io/sha256.h"
@@ -233,12 +234,9 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
 
 nlohmann::json read_checkpoint_index(const std::string& folder) {
   const std::string path = (fs::path(folder) / "index.json").string();
-  std::ifstream in(path, std::ios::binary);
-  CHECK_OR_THROW(in.good() && fs::is_regular_file(path), ErrorCode::kIo, "checkpoint: cannot open ",
-                 path, " (not a readable file)");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json index = parse_json_or_discarded(text.str(), path);
+  constexpr uintmax_t kMaxIndexBytes = 64 << 20;  // a model of a million tensors needs less
+  nlohmann::json index =
+      parse_json_or_discarded(read_file_bytes(path, "checkpoint index", kMaxIndexBytes), path);
   CHECK_OR_THROW(!index.is_discarded() && index.is_object() && index.value("format", "") == kFormat,
                  ErrorCode::kInvalidArgument, path, ": not a kolo checkpoint index");
   const nlohmann::json version = index.value("format_version", nlohmann::json(0));
@@ -251,11 +249,13 @@ nlohmann::json read_checkpoint_index(const std::string& folder) {
 std::string resolve_checkpoint(const std::string& path) {
   if (fs::exists(fs::path(path) / "index.json")) return path;
   const fs::path latest = fs::path(path) / "latest";
-  std::ifstream in(latest);
-  CHECK_OR_THROW(in.good(), ErrorCode::kInvalidArgument, "checkpoint: ", path,
+  std::error_code ec;
+  CHECK_OR_THROW(fs::exists(fs::symlink_status(latest, ec)), ErrorCode::kInvalidArgument,
+                 "checkpoint: ", path,
                  " holds neither index.json (a step folder) nor latest (a checkpoint folder)");
-  std::string name;
-  std::getline(in, name);
+  // One step folder's name and a newline.
+  const std::string text = read_file_bytes(latest, "checkpoint pointer", 4096);
+  const std::string name = text.substr(0, text.find('\n'));
   // A step folder's own name ("step-000100"), never a path elsewhere.
   CHECK_OR_THROW(
       name.size() <= 255 && name.find('/') == std::string::npos && name != "." && name != "..",
@@ -273,9 +273,10 @@ std::string verified_file(const std::string& folder, const nlohmann::json& index
   CHECK_OR_THROW(index.at("files").contains(file), ErrorCode::kInvalidArgument, folder,
                  "/index.json does not list ", file);
   const nlohmann::json& entry = index.at("files").at(file);
+  require_regular_file(path, "checkpoint file");
   std::error_code ec;
   const auto bytes = fs::file_size(path, ec);
-  CHECK_OR_THROW(!ec, ErrorCode::kIo, "checkpoint file ", path, " is missing: ", ec.message());
+  CHECK_OR_THROW(!ec, ErrorCode::kIo, "checkpoint file ", path, ": ", ec.message());
   CHECK_OR_THROW(bytes == entry.at("bytes").get<uint64_t>(), ErrorCode::kIo, "checkpoint file ",
                  path, " has ", bytes, " bytes, the index says ", entry.at("bytes").get<uint64_t>(),
                  " (truncated or replaced)");

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "comm/base/error.h"
+#include "trainer/io/file_bytes.h"
 #include "trainer/io/json_text.h"
 
 namespace kolo::trainer {
@@ -337,21 +338,8 @@ std::unique_ptr<Optimizer> make_optimizer(const TrainConfig& config, const Param
 }
 
 nlohmann::json read_config_file(const std::string& path) {
-  // Not a folder (which opens), a FIFO (whose open blocks) or a device such as /dev/zero
-  // (endless): checked before the open.
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  KOLO_CHECK_ARG(!std::filesystem::exists(status) || std::filesystem::is_regular_file(status),
-                 "config file ", path, ": not a regular file");
-  std::ifstream in(path);
-  if (!in) KOLO_THROW_ERRNO("config file ", path, ": cannot open");
   constexpr uintmax_t kMaxConfigBytes = 16 << 20;
-  const uintmax_t bytes = std::filesystem::file_size(path, ec);
-  KOLO_CHECK_ARG(!ec && bytes <= kMaxConfigBytes, "config file ", path, ": ", bytes,
-                 " bytes, more than a config can need (at most ", kMaxConfigBytes, ")");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_json(text.str(), "config file " + path);
+  return parse_json(read_file_bytes(path, "config file", kMaxConfigBytes), "config file " + path);
 }
 
 void apply_override(nlohmann::json& config, std::string_view assignment) {

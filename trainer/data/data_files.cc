@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "comm/base/error.h"
+#include "trainer/io/file_bytes.h"
 
 namespace kolo::trainer {
 
@@ -25,12 +26,10 @@ void require_data_file(const std::filesystem::path& path, const std::string& wha
 
 std::string read_data_file(const std::filesystem::path& path, const std::string& what) {
   require_data_file(path, what);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) KOLO_THROW_ERRNO("cannot open ", what, " file ", path.string());
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) KOLO_THROW_ERRNO("cannot read ", what, " file ", path.string());
-  return std::move(bytes).str();
+  // The data sets' files are a few MiB each (a mail of 200 MB still loads); this bounds what a
+  // wrong file can make the loader allocate.
+  constexpr uintmax_t kMaxDataFileBytes = uintmax_t{1} << 30;
+  return read_file_bytes(path, what + " file", kMaxDataFileBytes);
 }
 
 }  // namespace kolo::trainer

@@ -14,6 +14,7 @@
 #include "comm/base/error.h"
 #include "comm/base/text.h"
 #include "trainer/io/atomic_file.h"
+#include "trainer/io/file_bytes.h"
 #include "trainer/io/json_text.h"
 #include "trainer/io/sha256.h"
 
@@ -154,6 +155,7 @@ void write_safetensors(const std::string& path, const std::vector<TensorRef>& te
 }
 
 SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
+  require_regular_file(path_, "safetensors file");  // before the open: a FIFO's blocks
   FILE* f = std::fopen(path_.c_str(), "rb");
   if (f == nullptr) KOLO_THROW_ERRNO("open ", path_);
   struct stat st {};
