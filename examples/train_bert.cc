@@ -379,6 +379,21 @@ int run(Job job, const Args& args) {
   kt::WordPieceTokenizer tokenizer(kt::Vocab::load(data_dir));
   const kt::SpamCorpus corpus = kt::load_spam_corpus(data_dir, tokenizer);
   const kt::Vocab& vocab = tokenizer.vocab();
+  KOLO_CHECK_ARG(vocab.size() <= bert.vocab_size, "vocabulary ",
+                 kt::Vocab::path_in(data_dir).string(), " holds ", vocab.size(),
+                 " tokens, more than the model's vocab_size ", bert.vocab_size,
+                 " (kolo.model): its ids would index past the word embeddings");
+  // The data folder may differ per host; what it holds may not.
+  uint64_t train_tokens = 0, token_id_sum = 0;
+  for (const kt::Mail& mail : corpus.train) {
+    train_tokens += mail.tokens.size();
+    for (int32_t id : mail.tokens) token_id_sum += static_cast<uint64_t>(id);
+  }
+  job.require_same_data({{"vocabulary_tokens", vocab.size()},
+                         {"train_mails", corpus.train.size()},
+                         {"test_mails", corpus.test.size()},
+                         {"train_tokens", train_tokens},
+                         {"train_token_id_sum", token_id_sum}});
   // Before the model (whose activations are sized by the micro-batch) is allocated.
   for (const kt::TrainConfig* phase : {&pre, &fine})
     KOLO_CHECK_ARG(static_cast<size_t>(phase->batch.train_batch_size) <= corpus.train.size(),

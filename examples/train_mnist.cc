@@ -64,6 +64,12 @@ int run(Job job, const Args& args) {
   const std::filesystem::path data_dir =
       args.data_dir.empty() ? kt::default_data_dir() : std::filesystem::path(args.data_dir);
   const kt::MnistData data = kt::load_mnist(data_dir);
+  // The data folder may differ per host; what it holds may not.
+  double pixel_sum = 0;
+  for (float p : data.train.images) pixel_sum += p;
+  job.require_same_data({{"mnist.train_images", data.train.count},
+                         {"mnist.test_images", data.test.count},
+                         {"mnist.train_pixel_sum", pixel_sum}});
   const int64_t epochs = config.kolo.get_int("epochs", 20, kt::Range::at_least(1));
   const uint64_t seed =
       static_cast<uint64_t>(config.kolo.get_int("seed", 1, kt::Range::at_least(0)));

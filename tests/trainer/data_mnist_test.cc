@@ -84,7 +84,15 @@ TEST(DataMnist, MissingDataNamesTheFetchScript) {
 TEST(DataMnist, MalformedFileIsAnInvalidArgument) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kolo-data-mnist-test";
   std::filesystem::create_directories(dir / "mnist/src/digits");
-  for (const char* text : {R"({"data": [0, 0.5, 1]})", R"({"pixels": []})", R"({"data": [)"}) {
+  // Also: no images (the digit would be missing silently), and values outside [0, 1] (they
+  // were clamped silently).
+  for (const std::string& text :
+       {std::string(R"({"data": [0, 0.5, 1]})"), std::string(R"({"pixels": []})"),
+        std::string(R"({"data": [)"), std::string(R"({"data": []})"), R"({"data": [255)" + [] {
+          std::string rest;
+          for (int i = 1; i < 784; ++i) rest += ",0";
+          return rest;
+        }() + "]}"}) {
     std::ofstream(dir / "mnist/src/digits/0.json") << text;
     try {
       load_mnist(dir);

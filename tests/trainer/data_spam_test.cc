@@ -2,9 +2,14 @@
 // split (sizes, per-group proportions, determinism) and the mail-to-text rules on hand-made mails.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "comm/base/error.h"
 #include "tests/trainer/data_test_util.h"
@@ -135,6 +140,43 @@ TEST(DataSpam, MissingCorpusNamesTheFetchScript) {
               std::string::npos)
         << message;
   }
+}
+
+// A corpus written here: `files` in file_list.json, each mail a short text of its own.
+std::string refusal_of_corpus(const std::vector<std::string>& files) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kolo_spam_" + std::to_string(::getpid()));
+  const std::filesystem::path root = dir / "spam-assassin" / "data";
+  std::filesystem::create_directories(root);
+  std::string list = "[";
+  for (const std::string& f : files) {
+    list += (list.size() > 1 ? ",\"" : "\"") + f + "\"";
+    if (f.find("..") != std::string::npos) continue;
+    std::filesystem::create_directories((root / f).parent_path());
+    std::ofstream(root / f) << "Subject: hello\n\nsome words of mail " << f << "\n";
+  }
+  std::ofstream(root / "file_list.json") << list << "]";
+  std::string message = "accepted";
+  try {
+    load_spam_corpus(dir, tokenizer());
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  std::filesystem::remove_all(dir);
+  return message;
+}
+
+TEST(DataSpam, EntriesOutsideTheirGroupAndOneClassSplitsAreRefused) {
+  std::vector<std::string> files;
+  for (int i = 0; i < 10; ++i) files.push_back("spam-1/" + std::to_string(i) + ".txt");
+  EXPECT_NE(refusal_of_corpus(files).find("the training split (8 mails) holds spam only"),
+            std::string::npos);
+  for (int i = 0; i < 10; ++i) files.push_back("easy-ham-1/" + std::to_string(i) + ".txt");
+  EXPECT_EQ(refusal_of_corpus(files), "accepted");
+  files.push_back("spam-1/../../../../etc/x.txt");
+  EXPECT_NE(
+      refusal_of_corpus(files).find("\"spam-1/../../../../etc/x.txt\" is not <group>/<id>.txt"),
+      std::string::npos);
 }
 
 }  // namespace

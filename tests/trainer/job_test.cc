@@ -56,4 +56,23 @@ TEST(JobSettings, ADifferenceFailsEveryRankNamingTheKeyAndValues) {
     EXPECT_NE(m.find("rank 0 has keep = 3, rank 1 has nothing"), std::string::npos) << m;
 }
 
+// What each rank loaded (train_bert and train_mnist summarise it after loading): ranks with
+// other files trained on other data, ran other step counts and deadlocked at the end.
+TEST(JobSettings, DataThatDifferFailEveryRankNamingTheCount) {
+  const auto outcomes = run_thread_ranks(2, TransportKind::kShm, [&](Communicator& c) {
+    const Job job = Job::over(borrowed(c));
+    try {
+      job.require_same_data({{"test_mails", c.rank() == 0 ? 1209 : 1207}});
+    } catch (const kolo::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  });
+  for (const std::string& m : outcomes)
+    EXPECT_NE(m.find("the data differ between ranks: rank 0 has test_mails = 1209, rank 1 has "
+                     "1207 (every rank must load the same data set"),
+              std::string::npos)
+        << m;
+}
+
 }  // namespace

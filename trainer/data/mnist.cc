@@ -36,11 +36,16 @@ class PixelCollector : public nlohmann::json_sax<nlohmann::json> {
     return fail();
   }
   bool ok() const { return ok_ && seen_data_; }
+  // Values outside [0, 1] (pixels are intensities in [0, 1]: 255-scaled data would be clamped
+  // to white silently), counted, with the first.
+  size_t out_of_range() const { return out_of_range_; }
+  double first_out_of_range() const { return first_out_of_range_; }
 
  private:
   bool add(double value) {
     if (depth_ != 2) return fail();
-    pixels_.push_back(std::clamp(static_cast<float>(value), 0.0f, 1.0f));
+    if (!(value >= 0.0 && value <= 1.0) && out_of_range_++ == 0) first_out_of_range_ = value;
+    pixels_.push_back(static_cast<float>(value));
     return true;
   }
   bool fail() { return ok_ = false; }
@@ -49,6 +54,8 @@ class PixelCollector : public nlohmann::json_sax<nlohmann::json> {
   int depth_ = 0;
   bool seen_data_ = false;
   bool ok_ = true;
+  size_t out_of_range_ = 0;
+  double first_out_of_range_ = 0;
 };
 
 // The flat pixel list of one digit's file.
@@ -62,6 +69,11 @@ std::vector<float> load_digit(const std::filesystem::path& path) {
                  " is not an object with a \"data\" array of numbers");
   KOLO_CHECK_ARG(pixels.size() % kMnistPixels == 0, "MNIST file ", path.string(), " holds ",
                  pixels.size(), " values, not a multiple of ", kMnistPixels);
+  KOLO_CHECK_ARG(!pixels.empty(), "MNIST file ", path.string(),
+                 " holds no images: its digit would be missing from training and testing");
+  KOLO_CHECK_ARG(collector.out_of_range() == 0, "MNIST file ", path.string(), " holds ",
+                 collector.out_of_range(), " values outside [0, 1] (the first ",
+                 collector.first_out_of_range(), "): pixels are intensities in [0, 1]");
   return pixels;
 }
 

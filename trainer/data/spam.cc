@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "comm/base/error.h"
 #include "trainer/data/data_files.h"
@@ -45,7 +46,10 @@ SpamCorpus load_spam_corpus(const std::filesystem::path& data_dir,
   size_t index_in_group = 0;
   for (const std::string& file : list_mails(root)) {
     const size_t slash = file.find('/');
-    KOLO_CHECK_ARG(slash != std::string::npos && file.ends_with(".txt"),
+    // One folder down, nothing else: "spam-1/../../x.txt" read a file outside the data folder.
+    KOLO_CHECK_ARG(slash != std::string::npos && slash > 0 && file.ends_with(".txt") &&
+                       file.find('/', slash + 1) == std::string::npos &&
+                       file.find("..") == std::string::npos,
                    "SpamAssassin file list entry \"", file, "\" is not <group>/<id>.txt");
     Mail mail;
     mail.group = file.substr(0, slash);
@@ -58,6 +62,17 @@ SpamCorpus load_spam_corpus(const std::filesystem::path& data_dir,
     auto& split =
         index_in_group % kSpamTestEvery == kSpamTestEvery - 1 ? corpus.test : corpus.train;
     split.push_back(std::move(mail));
+  }
+  // A split without both classes trains or scores nothing a spam filter needs.
+  for (const auto& [split, name] : {std::pair{&corpus.train, "training"}, {&corpus.test, "test"}}) {
+    bool spam = false, ham = false;
+    for (const Mail& m : *split) (m.label == kSpamLabel ? spam : ham) = true;
+    KOLO_CHECK_ARG(spam && ham, "SpamAssassin file list ", (root / "file_list.json").string(),
+                   ": the ", name, " split (", split->size(), " mails) holds ",
+                   spam  ? "spam only"
+                   : ham ? "ham only"
+                         : "no mail",
+                   "; every fifth mail of a group is a test mail, and both need spam and ham");
   }
   return corpus;
 }

@@ -47,7 +47,11 @@ Vocab Vocab::load(const std::filesystem::path& data_dir) {
     std::string text = token.get<std::string>();
     tokens.push_back(sentencepiece_style ? to_bert_spelling(std::move(text)) : std::move(text));
   }
-  return Vocab(std::move(tokens));
+  try {
+    return Vocab(std::move(tokens));
+  } catch (const Error& e) {  // a missing special token: which file lacks it
+    KOLO_THROW(e.code(), "vocabulary ", path.string(), ": ", e.message());
+  }
 }
 
 Vocab Vocab::from_tokens(std::vector<std::string> tokens) {

@@ -76,21 +76,31 @@ std::string first_difference(const nlohmann::json& a, const nlohmann::json& b, s
 }  // namespace
 
 void Job::require_same_settings(const nlohmann::json& settings) const {
+  require_same(settings, "the settings",
+               "every rank must run with the same config, --set overrides and options");
+}
+
+void Job::require_same_data(const nlohmann::json& summary) const {
+  require_same(summary, "the data",
+               "every rank must load the same data set: check --data / KOLO_DATA_DIR on each host");
+}
+
+void Job::require_same(const nlohmann::json& values, const std::string& what,
+                       const std::string& fix) const {
   if (world_ == 1) return;
-  // Keys sorted: the same text for the same settings.
-  const std::vector<std::string> all = allgather_bytes(*comm, settings.dump());
+  // Keys sorted: the same text for the same values.
+  const std::vector<std::string> all = allgather_bytes(*comm, values.dump());
   const std::string& first = all[0];
   for (size_t r = 1; r < all.size(); ++r) {
     const std::string& theirs = all[r];
     if (theirs == first) continue;
     std::string v0, vr;
     const std::string key =
-        first_difference(parse_json(first, "rank 0's settings"),
-                         parse_json(theirs, "another rank's settings"), &v0, &vr);
+        first_difference(parse_json(first, "rank 0's " + what),
+                         parse_json(theirs, "another rank's " + what), &v0, &vr);
     if (key.empty()) continue;
-    KOLO_THROW(ErrorCode::kMismatch, "the settings differ between ranks: rank 0 has ", key, " = ",
-               v0, ", rank ", r, " has ", vr,
-               " (every rank must run with the same config, --set overrides and options)");
+    KOLO_THROW(ErrorCode::kMismatch, what, " differ between ranks: rank 0 has ", key, " = ", v0,
+               ", rank ", r, " has ", vr, " (", fix, ")");
   }
 }
 

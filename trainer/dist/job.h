@@ -27,6 +27,11 @@ struct Job {
   // first key that differs and two ranks' values. Ranks that differ would average unlike
   // gradients, or wait for collectives the others never start.
   void require_same_settings(const nlohmann::json& settings) const;
+  // After the data are loaded: what each rank loaded (counts, token totals) must be the same,
+  // or every rank throws kMismatch "the data differ between ranks: ..." (the data folders may
+  // differ per host; ranks with other files would average gradients of other data and run
+  // different numbers of steps).
+  void require_same_data(const nlohmann::json& summary) const;
 
   int rank() const { return rank_; }
   int world() const { return world_; }
@@ -40,6 +45,10 @@ struct Job {
   std::shared_ptr<Communicator> comm;  // null before connect()
 
  private:
+  // require_same_settings and require_same_data: `what` ("the settings") and the fix to name.
+  void require_same(const nlohmann::json& values, const std::string& what,
+                    const std::string& fix) const;
+
   int rank_ = 0, world_ = 1;
 };
 
