@@ -1,7 +1,9 @@
 // safetensors format and layout I/O: bitwise round trips of every dtype, the byte layout of the
 // header, atomic replacement, and errors that name the file and tensor.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include <cmath>
 
 #include <cstdio>
 #include <cstring>
@@ -227,6 +229,18 @@ TEST_F(ModelSafetensors, LayoutLoadConvertsDtypeAndChecksNames) {
   reshaped.add("b", {3}, false);
   expect_error([&] { load_layout(path("l.safetensors"), reshaped, dst.data(), DType::kFloat32); },
                "'w' has shape [2, 3], the model expects [3, 2]");
+
+  // Values that are not finite (a diverged run's weights), or not in the model's dtype (1e6
+  // is past float16's range), are refused naming the tensor: they trained on with loss NaN.
+  src[l.find("b").offset + 1] = NAN;
+  save_layout(path("nan.safetensors"), l, src.data(), DType::kFloat32);
+  expect_error([&] { load_layout(path("nan.safetensors"), l, dst.data(), DType::kFloat32); },
+               "tensor 'b' holds 1 of 3 values that are inf or NaN as float32");
+  src[l.find("b").offset + 1] = 1e6f;
+  save_layout(path("big.safetensors"), l, src.data(), DType::kFloat32);
+  std::vector<uint16_t> half(l.total(), 0);
+  expect_error([&] { load_layout(path("big.safetensors"), l, half.data(), DType::kFloat16); },
+               "tensor 'b' holds 1 of 3 values that are inf or NaN as float16");
 }
 
 TEST(ModelParamLayout, PackedTensorsAreAdjacentOthersAligned) {

@@ -2,6 +2,9 @@
 // kolo::convert (file data may sit at any alignment, which it allows).
 #include "trainer/io/tensor_io.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "comm/base/convert.h"
 #include "comm/base/error.h"
 #include "comm/base/text.h"
@@ -13,6 +16,19 @@ namespace {
 bool is_float(DType dt) {
   return dt == DType::kFloat32 || dt == DType::kFloat16 || dt == DType::kBFloat16 ||
          dt == DType::kFloat64;
+}
+
+// How many of `n` values (`dtype`) at `data` are inf or NaN.
+size_t count_nonfinite(const uint8_t* data, DType dtype, size_t n) {
+  constexpr size_t kPiece = 4096;
+  float piece[kPiece];
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i += kPiece) {
+    const size_t count = std::min(kPiece, n - i);
+    kolo::convert(piece, DType::kFloat32, data + i * dtype_size(dtype), dtype, count);
+    for (size_t j = 0; j < count; ++j) bad += !std::isfinite(piece[j]);
+  }
+  return bad;
 }
 
 }  // namespace
@@ -56,7 +72,13 @@ LoadReport load_layout(const std::string& path, const ParamLayout& layout, void*
                    shape_text(e->shape), ", the model expects ", shape_text(p.shape));
     KOLO_CHECK_ARG(is_float(e->dtype), path, ": tensor '", p.name, "' has dtype ",
                    dtype_name(e->dtype), ", expected a floating-point dtype");
-    kolo::convert(base + p.offset * dtype_size(dtype), dtype, e->data, e->dtype, p.numel);
+    uint8_t* into = base + p.offset * dtype_size(dtype);
+    kolo::convert(into, dtype, e->data, e->dtype, p.numel);
+    // Weights that are not finite (a diverged run's, or values past the model's dtype) would
+    // make every step overflow.
+    const size_t bad = count_nonfinite(into, dtype, p.numel);
+    KOLO_CHECK_ARG(bad == 0, path, ": tensor '", p.name, "' holds ", bad, " of ", p.numel,
+                   " values that are inf or NaN as ", dtype_name(dtype));
     report.loaded.push_back(p.name);
   }
   for (const SafetensorsFile::Entry& e : file.tensors()) {

@@ -36,6 +36,7 @@ DynamicLossScaler::DynamicLossScaler(const LossScalerOptions& options)
 }
 
 bool DynamicLossScaler::update(bool overflow) {
+  below_minimum_ = false;
   if (overflow) {
     ++skipped_steps_;
     clean_steps_ = 0;
@@ -43,6 +44,7 @@ bool DynamicLossScaler::update(bool overflow) {
     if (hysteresis_left_ > 1) {
       --hysteresis_left_;
     } else {
+      below_minimum_ = scale_ <= options_.min_scale;
       scale_ = std::max(scale_ * options_.backoff_factor, options_.min_scale);
     }
     return false;

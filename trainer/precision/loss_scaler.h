@@ -52,6 +52,9 @@ class DynamicLossScaler {
   int64_t clean_steps_since_overflow_or_growth() const { return clean_steps_; }
   int64_t hysteresis_left() const { return hysteresis_left_; }
   const LossScalerOptions& options() const { return options_; }
+  // The last update() was an overflow that had to lower a dynamic scale already at min_scale
+  // (DeepSpeed stops the run there: every later step would overflow too).
+  bool below_minimum() const { return below_minimum_; }
 
   // Checkpoint state: restore what the accessors above returned.
   void restore(float scale, int64_t clean_steps, int64_t hysteresis_left, int64_t skipped_steps);
@@ -62,6 +65,7 @@ class DynamicLossScaler {
   int64_t clean_steps_ = 0;
   int64_t hysteresis_left_;
   int64_t skipped_steps_ = 0;
+  bool below_minimum_ = false;
 };
 
 // bf16 and fp32 training: scale 1, never changes (overflow steps are still reported).

@@ -145,6 +145,20 @@ void TrainStep::update_on_device(const GradSource& grads, float multiplier, floa
                     DType::kFloat32, range_.end - range_.begin);
 }
 
+void TrainStep::stop_if_diverged() const {
+  const int64_t step = applied_steps() + skipped_steps();
+  const char* remedy =
+      " (the weights or activations are no longer finite: a smaller optimizer lr or "
+      "weight_decay, warm-up, or gradient_clipping may help; earlier checkpoints are kept)";
+  // Without a loss scale, nothing lowers to make the next step finite.
+  KOLO_CHECK_ARG(model_.dtype() == DType::kFloat16, "optimizer step ", step,
+                 ": the gradients hold inf or NaN in a ", dtype_name(model_.dtype()),
+                 " run, which has no loss scale to lower: the training has diverged", remedy);
+  KOLO_CHECK_ARG(!scaler_.below_minimum(), "optimizer step ", step,
+                 ": the gradients overflow float16 even at fp16.min_loss_scale ",
+                 scaler_.options().min_scale, ": the training has diverged", remedy);
+}
+
 StepResult TrainStep::finish(int accumulation) {
   StepResult result;
   result.loss_scale = scaler_.scale();
@@ -166,6 +180,7 @@ StepResult TrainStep::finish(int accumulation) {
   // Any rank's overflow skips the step on all of them (at stage 0 they agree already).
   if (parallel_ != nullptr) overflow = parallel_->any(overflow);
   result.applied = scaler_.update(overflow);
+  if (overflow) stop_if_diverged();
   if (result.applied) {
     // The norm as partitions add it up (partition.h): the same bits at every stage on the host.
     double sumsq;

@@ -71,6 +71,10 @@ class TrainStep {
   DynamicLossScaler& mutable_scaler() { return scaler_; }
 
  private:
+  // After an overflow: kInvalidArgument when no later step can be finite (a float32 or bfloat16
+  // run has no scale to lower; a float16 one had to lower it past fp16.min_loss_scale). Every
+  // rank agrees on the overflow, so every rank stops at the same step.
+  void stop_if_diverged() const;
   void zero_grads();
   // The phases' device forms (a model on a device).
   float* device_master();
