@@ -7,7 +7,8 @@
 #     fp32 export gives PyTorch's loss within 1e-5 in tests/trainer/python/compare.py);
 #   - an altered, a truncated and a missing shard are refused naming the file and the check
 #     that failed; an older step folder can still be named; a checkpoint of another model
-#     shape is refused naming the first tensor that differs; --keep keeps the newest folders;
+#     shape is refused naming the first tensor that differs; --keep keeps the newest folders
+#     (of the run: a resumed run leaves an earlier run's later steps alone);
 #   - every rank killed while the step-12 folder is being written: latest still loads;
 #   - a disk that fills during a save (a 90 MiB tmpfs, as root): an error on every rank, and
 #     `latest` still names the previous, loadable checkpoint.
@@ -86,6 +87,14 @@ grep -q "rank-00001-of-00002.safetensors does not exist" "$out/bad3.log"
 # --keep 2 with a save every 3 steps: the two newest step folders remain.
 "${run[@]}" --save "$out/k" --save-every 3 --keep 2 >"$out/keep.log" 2>&1
 test "$(ls "$out/k" | grep -c '^step-')" -eq 2 && test -d "$out/k/step-000012" && test -d "$out/k/step-000009"
+# A run resumed from step 6 in that folder, saving every step with --keep 1 up to step 7: its own
+# step 7 stays, step 6 goes, and the earlier run's later steps 9 and 12 are not this run's to
+# count (before, --keep counted them: it deleted step 9 and kept 12).
+cp -r "$out/a/step-000006" "$out/k/"
+"${run[@]}" --resume "$out/k/step-000006" --save "$out/k" --save-every 1 --keep 1 \
+  --set kolo.finetune.max_steps=7 >"$out/keep2.log" 2>&1
+test "$(ls "$out/k" | grep '^step-' | tr '\n' ' ')" = "step-000007 step-000009 step-000012 " ||
+  { ls "$out/k"; exit 1; }
 # Every rank killed in the middle of a save (the step-12 folder is still partial): latest
 # names step 6, which loads. (When the kill lands after the save, latest names step 12.)
 kill_when "$out/m" "$out/m/.step-000012.partial"

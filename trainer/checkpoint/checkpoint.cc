@@ -220,14 +220,16 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
     sync_folder(dir);
     write_text_atomic((fs::path(dir) / "latest").string(), name + "\n");
     if (keep <= 0) return;
+    // The newest `keep` up to this one. Steps after it are an earlier run's that went further
+    // (this run resumed from before them): not this run's to count or delete.
     std::vector<std::string> steps;
     for (const auto& entry : fs::directory_iterator(dir)) {
       const std::string n = entry.path().filename().string();
-      if (entry.is_directory() && n.rfind("step-", 0) == 0) steps.push_back(n);
+      if (entry.is_directory() && n.rfind("step-", 0) == 0 && n <= name) steps.push_back(n);
     }
     std::sort(steps.begin(), steps.end());
     for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
-      if (steps[i] != name) fs::remove_all(fs::path(dir) / steps[i]);
+      fs::remove_all(fs::path(dir) / steps[i]);
   });
   return final_dir;
 }
