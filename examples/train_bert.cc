@@ -361,6 +361,13 @@ int run(Job job, const Args& args) {
   kt::DataParallel::check(fine.zero);
   check_device(args.device);
   const size_t seq = batcher_options(base, 1, false, 0).seq_len;
+  KOLO_CHECK_ARG(seq <= static_cast<size_t>(bert.max_position), "kolo.seq_len ", seq,
+                 " is longer than the model's max_position_embeddings ", bert.max_position,
+                 " (kolo.model)");
+  std::error_code no_folder;
+  KOLO_CHECK_ARG(args.save_dir.empty() || !std::filesystem::exists(args.save_dir, no_folder) ||
+                     std::filesystem::is_directory(args.save_dir, no_folder),
+                 "--save ", args.save_dir, " exists and is not a folder");
   const uint64_t seed = static_cast<uint64_t>(base.kolo.get_int("seed", 1, kt::Range::at_least(0)));
   job.connect();
   // What shapes the run must be the same everywhere (not the data folder or thread count,

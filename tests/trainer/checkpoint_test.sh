@@ -10,8 +10,8 @@
 #     shape is refused naming the first tensor that differs; --keep keeps the newest folders
 #     (of the run: a resumed run leaves an earlier run's later steps alone);
 #   - every rank killed while the step-12 folder is being written: latest still loads;
-#   - a disk that fills during a save (a 90 MiB tmpfs, as root): an error on every rank, and
-#     `latest` still names the previous, loadable checkpoint.
+#   - a disk that fills during a save (a 90 MiB tmpfs, as root): an error on every rank,
+#     `latest` still names the previous, loadable checkpoint, and no partial folder is left.
 # Usage: checkpoint_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 [ -n "${KOLO_TEST_TRACE:-}" ] && set -x
@@ -121,6 +121,8 @@ if [ "$(id -u)" = 0 ]; then
   for p in "${pids[@]}"; do if wait "$p"; then exit 1; fi; done
   for r in 0 1; do grep -q "checkpoint .*step-000012.*failed" "$out/full$r.log"; done
   test "$(cat "$out/full/c/latest")" = step-000006
+  # The failed save's partial folder is gone (it was left behind, empty).
+  test ! -e "$out/full/c/.step-000012.partial" || { ls -a "$out/full/c"; exit 1; }
   "$ckpt" verify "$out/full/c" | tail -1
 else
   echo "checkpoint_test: the full-disk case needs root (a tmpfs mount); not run"

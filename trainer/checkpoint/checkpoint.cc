@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -126,6 +128,16 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
     fs::remove_all(tmp_dir);  // a save that died before its rename
     fs::create_directories(tmp_dir);
   });
+  // A save that fails (a full disk) leaves no partial folder behind: rank 0 made it, and every
+  // rank fails together (collectively), so rank 0 removes it on the way out.
+  struct RemoveOnFailure {
+    std::string path;
+    bool owner;
+    ~RemoveOnFailure() {
+      std::error_code ignored;
+      if (owner && std::uncaught_exceptions() > 0) fs::remove_all(path, ignored);
+    }
+  } cleanup{tmp_dir, rank == 0};
 
   // This rank's shard: its partition for `world` ranks, whatever the stage.
   const ParamLayout& layout = model.layout();
@@ -283,8 +295,11 @@ std::string verified_file(const std::string& folder, const nlohmann::json& index
                  path, " has ", bytes, " bytes, the index says ", entry.at("bytes").get<uint64_t>(),
                  " (truncated or replaced)");
   const std::string sum = sha256_file(path);
-  CHECK_OR_THROW(sum == entry.at("sha256").get<std::string>(), ErrorCode::kIo, "checkpoint file ",
-                 path, " fails its SHA-256 check (", sum, ", the index says ",
+  std::string listed = entry.at("sha256").get<std::string>();  // hex digits in either case
+  std::transform(listed.begin(), listed.end(), listed.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  CHECK_OR_THROW(sum == listed, ErrorCode::kIo, "checkpoint file ", path,
+                 " fails its SHA-256 check (", sum, ", the index says ",
                  entry.at("sha256").get<std::string>(), ")");
   return path;
 }
