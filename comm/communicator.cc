@@ -106,7 +106,14 @@ std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
     if (info.rank == 0) {
       // A loopback address keeps the store off the network; otherwise listen everywhere.
       std::string bind = net::is_loopback(info.addr) ? "127.0.0.1" : "0.0.0.0";
-      server = std::make_unique<bootstrap::TcpStoreServer>(bind, info.port, generation);
+      try {
+        server = std::make_unique<bootstrap::TcpStoreServer>(bind, info.port, generation);
+      } catch (const Error& e) {
+        if (e.message().find("Address already in use") == std::string::npos) throw;
+        KOLO_THROW(e.code(), e.message(), ": the rendezvous port ", info.port,
+                   " is taken, by another job or by a second process that is also rank 0; pick "
+                   "another port (KOLO_PORT / MASTER_PORT) or check each process's rank");
+      }
     }
   }
   if (!net::is_loopback(info.addr) && net::job_secret().empty())

@@ -25,6 +25,9 @@ EngineOptions EngineOptions::from_env() {
   o.stall_shutdown_seconds =
       env::get_double("KOLO_STALL_SHUTDOWN_SECONDS", o.stall_shutdown_seconds, 0, 1e9);
   o.timeline_path = env::get_or("KOLO_TIMELINE", "");
+  KOLO_CHECK_ARG(
+      o.timeline_path.empty() || o.timeline_path.find_first_not_of(" \t\n") != std::string::npos,
+      "KOLO_TIMELINE='", o.timeline_path, "' is blank: name a file, or unset it");
   o.device_hierarchical = env::get_bool("KOLO_DEVICE_HIERARCHICAL", o.device_hierarchical);
   return o;
 }
