@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -89,7 +90,8 @@ class Engine::Impl {
 
   std::shared_ptr<Communicator> world_;
   const EngineOptions options_;
-  const int pid_;  // the process that made the engine
+  const int pid_;         // the process that made the engine
+  const uint64_t forks_;  // and its fork count then (engine.cc)
   // The loop thread defers to the application (EngineOptions::Progress::kWaiter, or kAuto on a
   // host whose ranks leave no core spare).
   const bool yield_to_app_;
