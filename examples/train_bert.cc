@@ -59,14 +59,21 @@ struct Checkpointing {
 
 // A phase's settings: the base config with kolo.<phase>.set applied, then the command line's.
 kt::TrainConfig phase_config(const kt::TrainConfig& base, const std::string& phase,
-                             const std::vector<std::string>& overrides) {
+                             const std::vector<std::string>& overrides, bool print) {
   nlohmann::json json = base.raw;
   const kt::JsonSection set = base.kolo.section(phase).section("set");
   for (const auto& [key, value] : set.json().items())
     kt::apply_override(json, key + "=" + value.dump());
   for (const std::string& o : overrides) kt::apply_override(json, o);
   kt::TrainConfig config = kt::parse_train_config(json, base.world_size, false);
-  // One model serves both phases: its storage dtype and sequence length are the base config's.
+  // Unknown keys the phase's set brought in (the base config's are reported already).
+  std::vector<std::string> added;
+  for (const std::string& w : config.warnings)
+    if (std::find(base.warnings.begin(), base.warnings.end(), w) == base.warnings.end())
+      added.push_back("kolo." + phase + ".set: " + w);
+  if (print) kt::print_config_warnings(added);
+  // One model serves both phases: its storage dtype, shape and sequence length are the base
+  // config's.
   const char* dtype = kolo::dtype_name(config.storage_dtype());
   const char* base_dtype = kolo::dtype_name(base.storage_dtype());
   KOLO_CHECK_ARG(std::string(dtype) == base_dtype, "kolo.", phase,
@@ -77,6 +84,11 @@ kt::TrainConfig phase_config(const kt::TrainConfig& base, const std::string& pha
   KOLO_CHECK_ARG(seq_len == base_seq_len, "kolo.", phase,
                  ".set: kolo.seq_len must be the same in every phase: ", seq_len.dump(), " here, ",
                  base_seq_len.dump(), " in the base config");
+  const nlohmann::json model = config.kolo.json().value("model", nlohmann::json("tiny"));
+  const nlohmann::json base_model = base.kolo.json().value("model", nlohmann::json("tiny"));
+  KOLO_CHECK_ARG(model == base_model, "kolo.", phase,
+                 ".set: kolo.model must be the same in every phase (one model trains in both): ",
+                 model.dump(), " here, ", base_model.dump(), " in the base config");
   return config;
 }
 
@@ -355,8 +367,8 @@ int run(Job job, const Args& args) {
   check_kolo_keys(base, job.lead());
   kt::BertConfig bert = model_config(base);
   bert.num_labels = 2;
-  const kt::TrainConfig pre = phase_config(base, "pretrain", args.overrides);
-  const kt::TrainConfig fine = phase_config(base, "finetune", args.overrides);
+  const kt::TrainConfig pre = phase_config(base, "pretrain", args.overrides, job.lead());
+  const kt::TrainConfig fine = phase_config(base, "finetune", args.overrides, job.lead());
   kt::DataParallel::check(pre.zero);
   kt::DataParallel::check(fine.zero);
   check_device(args.device);

@@ -55,6 +55,9 @@ done
 # A ZeRO stage that does not exist is refused by name.
 if "$build/examples/train_bert" --set zero_optimization.stage=4 2>"$out/zero_err.log"; then exit 1; fi
 grep -q "zero_optimization.stage" "$out/zero_err.log"
+# A phase's set may not change the model, which both phases train (it was ignored silently).
+if "$build/examples/train_bert" --set 'kolo.finetune.set={"kolo.model": "mini"}' 2>"$out/phase_model.log"; then exit 1; fi
+grep -q 'kolo.finetune.set: kolo.model must be the same in every phase' "$out/phase_model.log"
 # A bad setting is refused with a message that names it.
 if "$build/examples/train_bert" --set fp16.hysteresis=0 2>"$out/err.log"; then exit 1; fi
 grep -q "fp16.hysteresis" "$out/err.log"
