@@ -226,7 +226,8 @@ Response Coordinator::decide_group(
 void Coordinator::inspect_stalls(const std::map<std::string, std::vector<const Request*>>& pending,
                                  const std::vector<bool>& joined, std::vector<Response>& out) {
   const auto now = Clock::now();
-  std::string stalled;  // the first tensor past the shutdown deadline: every pending one fails
+  // The first tensor past the shutdown deadline, and why: every pending one fails with it.
+  std::string stalled_name, stalled;
   for (const auto& [name, by_rank] : pending) {
     auto seen = first_seen_.emplace(name, now).first->second;
     double waited = std::chrono::duration<double>(now - seen).count();
@@ -241,9 +242,11 @@ void Coordinator::inspect_stalls(const std::map<std::string, std::vector<const R
     std::string what = "tensor '" + name + "' waits for " + waiting_for + " for " +
                        detail::concat(std::round(waited * 10) / 10) + " s";
     if (stall_shutdown_seconds_ > 0 && waited >= stall_shutdown_seconds_) {
-      if (stalled.empty())
+      if (stalled.empty()) {
+        stalled_name = name;
         stalled = "stall: " + what + "; failed after KOLO_STALL_SHUTDOWN_SECONDS=" +
                   detail::concat(stall_shutdown_seconds_);
+      }
     } else if (waited >= stall_check_seconds_ && warned_.insert(name).second) {
       KOLO_LOG(kWarning, "stall: ", what, " (KOLO_STALL_CHECK_SECONDS)");
     }
@@ -258,7 +261,7 @@ void Coordinator::inspect_stalls(const std::map<std::string, std::vector<const R
       for (const Request* q : by_rank)
         if (q) err.type = q->type;
       err.names = {name};
-      err.error = stalled.find("'" + name + "'") != std::string::npos
+      err.error = name == stalled_name
                       ? stalled
                       : "tensor '" + name + "' fails with the stalled ones: " + stalled;
       out.push_back(err);

@@ -246,7 +246,6 @@ void Engine::Impl::enqueue(const Request& request, const Memory& input, const Me
   p.ready = std::move(ready);
 }
 
-// The path of every single op (allreduce, allgather, ...): no vectors around the one op.
 void Engine::Impl::check_process() const {
   if (fork_count() == forks_) return;
   KOLO_THROW(ErrorCode::kInvalidArgument, "kolo was initialised in process ", pid_,
@@ -256,6 +255,7 @@ void Engine::Impl::check_process() const {
              "kolo there as a job of its own");
 }
 
+// The path of every single op (allreduce, allgather, ...): no vectors around the one op.
 Handle Engine::Impl::submit(Request& request, const Memory& input, const Memory& output, int set) {
   check_process();
   check_submission(request, input, output, options_.device.get());

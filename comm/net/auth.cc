@@ -221,7 +221,7 @@ void client_handshake(Socket& sock, const Hello& hello, const std::string& secre
     case Status::kUnexpected:
       throw UnexpectedPeer(
           ErrorCode::kAuth,
-          detail::concat(sock.peer_name(), " refused the handshake: it does not ", "expect rank ",
+          detail::concat(sock.peer_name(), " refused the handshake: it does not expect rank ",
                          hello.rank, " of communicator '", hello.tag, "'"));
     default:
       KOLO_THROW(ErrorCode::kAuth, sock.peer_name(), " answered the handshake with status ",

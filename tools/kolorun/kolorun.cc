@@ -43,6 +43,8 @@ using Clock = std::chrono::steady_clock;
 constexpr int kExitUsage = 2;
 constexpr int kExitFailure = 1;
 constexpr int kGroupPollMs = 50;  // re-check for leftover processes while stopping
+// How long the other ranks may take to end on their own after one failed (begin_stop).
+constexpr auto kSettle = std::chrono::seconds(1);
 
 // The kernel picks a free port for port 0; it is released again for rank 0 to bind. Someone
 // else could take it in between, which --port avoids.
@@ -73,9 +75,7 @@ std::string signal_name(int sig) {
 // Signal handlers only record what happened and wake the poll() loop through a self-pipe; all
 // the work happens in the loop, outside signal context.
 volatile sig_atomic_t g_child_exited = 0;
-volatile sig_atomic_t g_stop_signal = 0;
-// How long the other ranks may take to end on their own after one failed (stop_after_failure).
-constexpr auto kSettle = std::chrono::seconds(1);  // the last SIGINT/SIGTERM kolorun received
+volatile sig_atomic_t g_stop_signal = 0;  // the last SIGINT/SIGTERM kolorun received
 volatile sig_atomic_t g_stop_count = 0;
 int g_wake_fd = -1;
 
@@ -123,10 +123,10 @@ class Launcher {
   int poll_timeout_ms() const;
   void handle_signals();
   void on_rank_exit(Rank& r, int rank, int status);
-  void begin_stop(int exit_code, int sig);
-  // After a rank failed: the others get kSettle to end on their own (a bad setting or a lost
-  // peer fails them too, and each says why), then SIGTERM.
-  void stop_after_failure(int exit_code);
+  // Stops the ranks with `sig`, after `delay` (SIGKILL follows --grace seconds later). After a
+  // rank failed the others get kSettle to end on their own first: a bad setting or a lost peer
+  // fails them too, and each says why.
+  void begin_stop(int exit_code, int sig, Clock::duration delay = Clock::duration::zero());
   void kill_stragglers(bool deadline);
   void signal_groups(int sig);
   bool any_group_alive() const;
@@ -139,8 +139,8 @@ class Launcher {
   bool killed_ = false;
   int stops_seen_ = 0;
   Clock::time_point deadline_;
-  bool terminate_pending_ = false;  // stop_after_failure's SIGTERM is still to be sent, at term_at_
-  Clock::time_point term_at_;
+  int pending_signal_ = 0;  // begin_stop's signal while its delay runs, sent at signal_at_
+  Clock::time_point signal_at_;
   int wake_[2] = {-1, -1};
   std::optional<rlimit> fd_limit_;  // as kolorun found it, restored in the ranks
   std::unique_ptr<Binder> binder_;  // --bind: loaded before the ranks are forked
@@ -212,9 +212,9 @@ int Launcher::run() {
   while (running_ > 0 || (stopping_ && !killed_ && any_group_alive())) {
     wait_for_events();
     handle_signals();
-    if (terminate_pending_ && Clock::now() >= term_at_) {
-      terminate_pending_ = false;
-      signal_groups(SIGTERM);
+    if (pending_signal_ != 0 && Clock::now() >= signal_at_) {
+      signal_groups(pending_signal_);
+      pending_signal_ = 0;
     }
     if (stopping_ && !killed_ && Clock::now() >= deadline_) kill_stragglers(true);
   }
@@ -404,7 +404,7 @@ void Launcher::wait_for_events() {
 // Blocks until output or a signal arrives; only a pending SIGKILL deadline sets a timeout.
 int Launcher::poll_timeout_ms() const {
   if (!stopping_ || killed_) return -1;
-  const Clock::time_point next = terminate_pending_ ? term_at_ : deadline_;
+  const Clock::time_point next = pending_signal_ != 0 ? signal_at_ : deadline_;
   auto left = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
   int ms = static_cast<int>(std::max<int64_t>(left, 0));
   // With every rank reaped there is no SIGCHLD left to wait for, only leftover processes.
@@ -454,31 +454,26 @@ void Launcher::on_rank_exit(Rank& r, int rank, int status) {
   if (stopping_) return;
   if (WIFEXITED(status)) {
     std::fprintf(stderr, "kolorun: rank %d exited with code %d\n", rank, WEXITSTATUS(status));
-    stop_after_failure(WEXITSTATUS(status));
+    begin_stop(WEXITSTATUS(status), SIGTERM, kSettle);
   } else {
     int sig = WTERMSIG(status);
     std::fprintf(stderr, "kolorun: rank %d killed by signal %d (%s)\n", rank, sig,
                  signal_name(sig).c_str());
-    stop_after_failure(128 + sig);
+    begin_stop(128 + sig, SIGTERM, kSettle);
   }
 }
 
-void Launcher::stop_after_failure(int exit_code) {
-  if (stopping_) return;
-  begin_stop(exit_code, 0);  // signal 0: nothing sent yet
-  terminate_pending_ = true;
-  term_at_ = Clock::now() + kSettle;
-  deadline_ = term_at_ + std::chrono::duration_cast<Clock::duration>(
-                             std::chrono::duration<double>(opts_.grace_s));
-}
-
-void Launcher::begin_stop(int exit_code, int sig) {
+void Launcher::begin_stop(int exit_code, int sig, Clock::duration delay) {
   if (stopping_) return;
   stopping_ = true;
   exit_code_ = exit_code;
-  deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                 std::chrono::duration<double>(opts_.grace_s));
-  signal_groups(sig);
+  signal_at_ = Clock::now() + delay;
+  deadline_ = signal_at_ + std::chrono::duration_cast<Clock::duration>(
+                               std::chrono::duration<double>(opts_.grace_s));
+  if (delay > Clock::duration::zero())
+    pending_signal_ = sig;
+  else
+    signal_groups(sig);
 }
 
 void Launcher::kill_stragglers(bool deadline) {

@@ -6,9 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "comm/base/error.h"
 #include "trainer/io/file_bytes.h"

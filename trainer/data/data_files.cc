@@ -2,8 +2,6 @@
 #include "trainer/data/data_files.h"
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include "comm/base/error.h"
 #include "trainer/io/file_bytes.h"
