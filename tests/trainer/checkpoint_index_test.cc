@@ -129,5 +129,23 @@ TEST(JsonText, NestingIsLimitedBeforeTheDocumentIsBuilt) {
   EXPECT_TRUE(parse_json_or_discarded("{\"a\":", "w").is_discarded());
 }
 
+TEST(JsonText, AKeyTwiceInOneObjectIsRefused) {
+  // The parser alone keeps the last value: {"lr": 1, "lr": 2} would train at lr 2 silently.
+  EXPECT_NE(error_of([&] { parse_json(R"({"optimizer": {"lr": 1, "b": [], "lr": 2}})", "cfg"); },
+                     ErrorCode::kInvalidArgument)
+                .find(R"(cfg: the key "lr" appears twice in one object)"),
+            std::string::npos);
+  // "\u006cr" is "lr" once decoded; the discarding parser refuses it too.
+  EXPECT_NE(error_of([&] { parse_json_or_discarded(R"({"lr": 1, "\u006cr": 2})", "idx"); },
+                     ErrorCode::kInvalidArgument)
+                .find(R"(idx: the key "lr" appears twice)"),
+            std::string::npos);
+  // Equal keys in different objects, and in objects inside arrays, are not duplicates.
+  const auto ok =
+      parse_json(R"({"a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 3}, {"x": 4}], "x": 5})", "ok");
+  EXPECT_EQ(ok["c"][1]["x"], 4);
+  EXPECT_EQ(ok["x"], 5);
+}
+
 }  // namespace
 }  // namespace kolo::trainer

@@ -1,6 +1,9 @@
 // Depth-limited JSON parsing (json_text.h).
 #include "trainer/io/json_text.h"
 
+#include <set>
+#include <vector>
+
 #include "comm/base/error.h"
 
 namespace kolo::trainer {
@@ -8,11 +11,22 @@ namespace {
 
 nlohmann::json parse_limited(std::string_view text, const std::string& what, bool exceptions) {
   // The callback sees every value with its depth as the parser reaches it, before any deep
-  // structure exists.
-  auto limit = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+  // structure exists. It also keeps the keys of each open object: the parser would keep the
+  // last of two equal keys, so a setting written twice would silently take one of its values.
+  using Event = nlohmann::json::parse_event_t;
+  std::vector<std::set<std::string>> open_objects;
+  auto limit = [&](int depth, Event event, nlohmann::json& parsed) {
     if (depth > kMaxJsonDepth)
       KOLO_THROW(ErrorCode::kInvalidArgument, what, ": nested deeper than ", kMaxJsonDepth,
                  " levels");
+    if (event == Event::object_start) open_objects.emplace_back();
+    if (event == Event::object_end) open_objects.pop_back();
+    if (event == Event::key && !open_objects.back().insert(parsed.get<std::string>()).second) {
+      std::string key = parsed.dump();  // quoted, control characters escaped
+      if (key.size() > 80) key = key.substr(0, 76) + "...\"";
+      KOLO_THROW(ErrorCode::kInvalidArgument, what, ": the key ", key,
+                 " appears twice in one object");
+    }
     return true;
   };
   return nlohmann::json::parse(text, limit, exceptions);
