@@ -172,6 +172,17 @@ void check_settings() {
   transport::check_transport_settings();
 }
 
+// A timeout given in the options is held to KOLO_TIMEOUT_SECONDS's range: 0 or 10^10 s failed
+// every first connect at once, blaming the peer.
+void check_timeout(const CommunicatorOptions& options) {
+  if (!options.timeout) return;
+  const double seconds = static_cast<double>(options.timeout->count()) / 1000.0;
+  KOLO_CHECK_ARG(seconds >= env::kMinTimeoutSeconds && seconds <= env::kMaxTimeoutSeconds,
+                 "the communicator's timeout of ", seconds, " s is outside [",
+                 env::kMinTimeoutSeconds, ", ", env::kMaxTimeoutSeconds,
+                 "] (the range of KOLO_TIMEOUT_SECONDS)");
+}
+
 std::vector<int> all_ranks(int size) {
   std::vector<int> ranks(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) ranks[static_cast<size_t>(r)] = r;
@@ -192,6 +203,7 @@ std::shared_ptr<Communicator> Communicator::init(const CommunicatorOptions& give
   check_settings();
   CommunicatorOptions options = given;
   options.launched_by_mpi = info.launcher == "mpi";
+  check_timeout(options);
   auto timeout = options.timeout.value_or(env::timeout());
   // A process may call init() again while a communicator of an earlier call lives (a script's
   // own kolo.Communicator.init() next to hvd.init()): rank 0 cannot host a second store on
@@ -235,6 +247,7 @@ std::shared_ptr<Communicator> Communicator::create(std::shared_ptr<bootstrap::St
   KOLO_CHECK_ARG(store != nullptr, "Communicator::create needs a store");
   KOLO_CHECK_ARG(size >= 1 && rank >= 0 && rank < size, "rank ", rank,
                  " is not in [0, size) for size ", size);
+  check_timeout(options);
   return build(std::move(store), "w", rank, size, all_ranks(size), options);
 }
 

@@ -76,10 +76,23 @@ size_t element_count(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-Coordinator::Coordinator(int size, double stall_check_seconds, double stall_shutdown_seconds)
+Coordinator::Coordinator(int size, std::vector<int> world_ranks, double stall_check_seconds,
+                         double stall_shutdown_seconds)
     : size_(size),
+      world_ranks_(std::move(world_ranks)),
       stall_check_seconds_(stall_check_seconds),
       stall_shutdown_seconds_(stall_shutdown_seconds) {}
+
+std::string Coordinator::rank_text(int r) const {
+  return "rank " + std::to_string(world_ranks_.empty() ? r : world_ranks_[static_cast<size_t>(r)]);
+}
+
+std::string Coordinator::ranks_text(const std::vector<int>& set_ranks) const {
+  std::vector<int> job(set_ranks);
+  if (!world_ranks_.empty())
+    for (int& r : job) r = world_ranks_[static_cast<size_t>(r)];
+  return "ranks " + join_text(job);
+}
 
 std::vector<Response> Coordinator::decide(const std::vector<std::vector<Request>>& lists,
                                           const std::vector<bool>& joined) {
@@ -180,8 +193,8 @@ Response Coordinator::decide_ready(const std::string& name,
     std::string va, vb, field = disagreement(ref, *q, &va, &vb);
     if (!field.empty()) {
       resp.kind = Response::Kind::kError;
-      resp.error = "tensor '" + name + "': " + field + " mismatch: rank " + std::to_string(first) +
-                   " has " + va + ", rank " + std::to_string(r) + " has " + vb;
+      resp.error = "tensor '" + name + "': " + field + " mismatch: " + rank_text(first) + " has " +
+                   va + ", " + rank_text(r) + " has " + vb;
       return resp;
     }
     resp.first_dims.push_back(q->shape.empty() ? 1 : q->shape[0]);
@@ -189,7 +202,7 @@ Response Coordinator::decide_ready(const std::string& name,
   }
   if (!resp.joined.empty() && ref.type != OpType::kAllreduce) {
     resp.kind = Response::Kind::kError;
-    resp.error = "tensor '" + name + "': ranks " + join_text(resp.joined) +
+    resp.error = "tensor '" + name + "': " + ranks_text(resp.joined) +
                  " have joined; only allreduce continues after join";
   }
   return resp;
@@ -236,9 +249,8 @@ void Coordinator::inspect_stalls(const std::map<std::string, std::vector<const R
       (by_rank[static_cast<size_t>(r)] || joined[static_cast<size_t>(r)] ? ready : missing)
           .push_back(r);
     const std::string waiting_for =
-        missing.empty()
-            ? "the other members of its grouped allreduce (ready on every rank)"
-            : "ranks " + join_text(missing) + " (ready on ranks " + join_text(ready) + ")";
+        missing.empty() ? "the other members of its grouped allreduce (ready on every rank)"
+                        : ranks_text(missing) + " (ready on " + ranks_text(ready) + ")";
     std::string what = "tensor '" + name + "' waits for " + waiting_for + " for " +
                        detail::concat(std::round(waited * 10) / 10) + " s";
     if (stall_shutdown_seconds_ > 0 && waited >= stall_shutdown_seconds_) {

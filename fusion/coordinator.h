@@ -15,7 +15,10 @@ namespace kolo::engine {
 
 class Coordinator {
  public:
-  Coordinator(int size, double stall_check_seconds, double stall_shutdown_seconds);
+  // world_ranks[r] is the job rank of the set's rank r (messages name job ranks; empty: the
+  // set is the whole job).
+  Coordinator(int size, std::vector<int> world_ranks, double stall_check_seconds,
+              double stall_shutdown_seconds);
 
   // lists[r] holds rank r's uncached pending requests; joined[r] says rank r has joined.
   std::vector<Response> decide(const std::vector<std::vector<Request>>& lists,
@@ -30,8 +33,13 @@ class Coordinator {
   void inspect_stalls(const std::map<std::string, std::vector<const Request*>>& pending,
                       const std::vector<bool>& joined, std::vector<Response>& out);
 
+  // "rank 3" / "ranks 1, 3" in job ranks.
+  std::string rank_text(int r) const;
+  std::string ranks_text(const std::vector<int>& set_ranks) const;
+
   using Clock = std::chrono::steady_clock;
   int size_;
+  std::vector<int> world_ranks_;
   double stall_check_seconds_, stall_shutdown_seconds_;
   std::map<std::string, Clock::time_point> first_seen_;
   std::set<std::string> warned_;

@@ -461,12 +461,14 @@ bool Engine::Impl::cycle(ProcessSet& set) {
   enum Flag { kNoUncached, kNotJoined, kRunning, kAllHaveNewSet, kFlags };
   std::vector<uint8_t> bits(cap + kFlags, 0);
   bool uncached = false, stopping = false;
-  for (const auto& [name, p] : set.pending) {
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& [name, p] : set.pending) {
     auto pos = set.cache.lookup(p.request);
-    if (pos)
+    if (pos && p.cached_since == std::chrono::steady_clock::time_point{}) p.cached_since = now;
+    if (pos && now - p.cached_since < set.renegotiate_after)
       bits[*pos] = 1;
     else
-      uncached = true;
+      uncached = true;  // not cached, or cached but waiting too long: negotiated
   }
   bits[cap + kNoUncached] = uncached ? 0 : 1;
   bits[cap + kNotJoined] = set.joined ? 0 : 1;
@@ -537,14 +539,27 @@ std::vector<Response> Engine::Impl::negotiate(ProcessSet& set, bool joined,
     const size_t n = all.size();
     std::vector<std::vector<Request>> lists(n);
     std::vector<bool> joins(n);
+    std::map<std::string, std::vector<bool>> marked;  // the names still waiting keep theirs
     for (size_t r = 0; r < n; ++r) {
       bool j = false;
       lists[r] = decode_requests(all[r], &j);
       joins[r] = j;
-      if (timeline_.active())
-        for (const auto& q : lists[r]) timeline_.instant(q.name, "ready rank " + std::to_string(r));
+      if (!timeline_.active()) continue;
+      for (const auto& q : lists[r]) {
+        auto& ranks = marked[q.name];
+        if (ranks.empty()) {
+          auto earlier = set.marked_ready.find(q.name);
+          ranks = earlier != set.marked_ready.end() ? earlier->second : std::vector<bool>(n);
+        }
+        if (!ranks[r]) timeline_.instant(q.name, "ready rank " + std::to_string(r));
+        ranks[r] = true;
+      }
     }
-    reply = encode_responses(set.coordinator->decide(lists, joins));
+    const std::vector<Response> decided = set.coordinator->decide(lists, joins);
+    for (const Response& r : decided)
+      for (const auto& name : r.names) marked.erase(name);  // a later op of the name starts anew
+    set.marked_ready = std::move(marked);
+    reply = encode_responses(decided);
   }
   int64_t reply_size = static_cast<int64_t>(reply.size());
   comm.broadcast(&reply_size, 1, DType::kInt64, 0);
@@ -579,7 +594,7 @@ int Engine::Impl::add_process_set(const std::vector<int>& ranks) {
   const bool member = std::binary_search(sorted.begin(), sorted.end(), world_->rank());
   auto comm = world_->split(member ? 1 : kUndefinedColor, world_->rank());
   std::lock_guard<std::mutex> lock(mutex_);
-  sets_.push_back(member ? std::make_shared<ProcessSet>(id, comm, options_) : nullptr);
+  sets_.push_back(member ? std::make_shared<ProcessSet>(id, comm, options_, sorted) : nullptr);
   set_ranks_.push_back(text);
   return id;
 }

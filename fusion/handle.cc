@@ -48,8 +48,13 @@ bool Handle::wait(std::chrono::milliseconds timeout) const {
     }
   } waiting(state_->driver.get());
   while (!state_->is_done()) {
-    // Run the engine's next iteration here when no other thread is running one.
-    if (state_->driver && state_->driver->help(*state_->driver)) continue;
+    // Run the engine's next iteration here when no other thread is running one. Iterations
+    // that run while the op cannot complete (a peer has not submitted it) may follow each
+    // other without end: the deadline is looked at after each.
+    if (state_->driver && state_->driver->help(*state_->driver)) {
+      if (std::chrono::steady_clock::now() >= deadline) return state_->is_done();
+      continue;
+    }
     // Another thread is: look a few times (it usually finishes within microseconds, and a
     // futex wake-up on each side costs more), then sleep until done or a moment has passed.
     for (int i = 0; i < kSpinChecks && !state_->is_done(); ++i) std::this_thread::yield();

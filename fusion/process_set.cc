@@ -1,17 +1,28 @@
 // ProcessSet: construction (the coordinator lives on the set's rank 0) and its pending ops.
 #include "fusion/process_set.h"
 
+#include <algorithm>
+
 namespace kolo::engine {
 
-ProcessSet::ProcessSet(int id_, std::shared_ptr<Communicator> comm_, const EngineOptions& options)
+ProcessSet::ProcessSet(int id_, std::shared_ptr<Communicator> comm_, const EngineOptions& options,
+                       std::vector<int> world_ranks)
     : id(id_), comm(std::move(comm_)), cache(options.cache_capacity) {
+  // A quarter of the stall warning's delay (at most 1 s): the warning comes little later than
+  // for an uncached op, and a cached op that waits briefly for a slower rank stays a cache hit.
+  double renegotiate = std::min(1.0, options.stall_check_seconds / 4);
+  if (options.stall_shutdown_seconds > 0)
+    renegotiate = std::min(renegotiate, options.stall_shutdown_seconds / 4);
+  renegotiate_after = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(renegotiate));
   // Set per iteration (Engine::Impl::iterate): the loop thread, which shares its cores with the
   // application's compute, sleeps while it waits for peers; a thread waiting for a handle,
   // which has nothing else to do, may spin first.
   comm->set_busy_polling(false);
   if (comm->rank() == 0)
-    coordinator = std::make_unique<Coordinator>(comm->size(), options.stall_check_seconds,
-                                                options.stall_shutdown_seconds);
+    coordinator =
+        std::make_unique<Coordinator>(comm->size(), std::move(world_ranks),
+                                      options.stall_check_seconds, options.stall_shutdown_seconds);
 }
 
 void ProcessSet::hold(Pending& op) {
@@ -32,6 +43,7 @@ void ProcessSet::hold(Pending& op) {
   held.state = std::move(op.state);
   held.seq = op.seq;
   held.ready = std::move(op.ready);
+  held.cached_since = {};
   pending.insert(std::move(node));
 }
 

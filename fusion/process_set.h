@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -41,6 +42,9 @@ struct Pending {
   std::shared_ptr<Handle::State> state;
   uint64_t seq = 0;             // submission order within the set
   std::shared_ptr<void> ready;  // a device input: its producer's mark (DeviceBackend::ready)
+  // When a cycle first found it in the response cache but could not run it (another rank had
+  // not submitted it); zero until then.
+  std::chrono::steady_clock::time_point cached_since{};
 };
 
 // By name. Hashed: a step looks up, inserts and erases every op by name (nothing iterates
@@ -60,8 +64,17 @@ struct ProcessSet {
   // The device of this rank's device tensors in the set (-1: none yet): set at submission, read
   // by the loop to open `device` where this rank holds no tensor of the op (it joined).
   std::atomic<int> device_id{-1};
+  // A cached op that has waited this long for other ranks goes through negotiation again, where
+  // the stall inspector sees it: a rank that skips a tensor it sent in every earlier step is the
+  // classic stall, and cache hits never reach the coordinator.
+  std::chrono::steady_clock::duration renegotiate_after{};
+  // On the coordinator with a timeline: the ranks whose request for a name the timeline has
+  // marked ready (once each, not at every negotiation while the name waits).
+  std::map<std::string, std::vector<bool>> marked_ready;
 
-  ProcessSet(int id, std::shared_ptr<Communicator> comm, const EngineOptions& options);
+  // world_ranks: the set's job ranks, in order (empty for the set of all ranks).
+  ProcessSet(int id, std::shared_ptr<Communicator> comm, const EngineOptions& options,
+             std::vector<int> world_ranks = {});
   // Adds a submitted op to `pending`, in a node that an earlier op released when there is one
   // (op keeps its request, and the capacity of its strings and vectors, but not its state).
   void hold(Pending& op);

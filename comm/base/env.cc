@@ -78,7 +78,8 @@ bool get_bool(const char* name, bool fallback) {
 }
 
 std::chrono::milliseconds timeout() {
-  double seconds = get_double("KOLO_TIMEOUT_SECONDS", kDefaultTimeoutSeconds, 0.001, 86400.0 * 7);
+  double seconds = get_double("KOLO_TIMEOUT_SECONDS", kDefaultTimeoutSeconds, kMinTimeoutSeconds,
+                              kMaxTimeoutSeconds);
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
 }
 

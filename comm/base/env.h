@@ -22,6 +22,10 @@ bool get_bool(const char* name, bool fallback);  // 1/0, true/false, yes/no, on/
 // KOLO_TIMEOUT_SECONDS: how long any wait may go without progress (default 300 s).
 std::chrono::milliseconds timeout();
 inline constexpr double kDefaultTimeoutSeconds = 300.0;
+// The range of every timeout kolo takes (KOLO_TIMEOUT_SECONDS, CommunicatorOptions::timeout,
+// Python's timeout_seconds): 1 ms to 7 days.
+inline constexpr double kMinTimeoutSeconds = 0.001;
+inline constexpr double kMaxTimeoutSeconds = 86400.0 * 7;
 
 // Parsing helpers shared with command-line flags; `setting` names the source in errors.
 int64_t parse_int(const std::string& text, const char* setting, int64_t min, int64_t max);

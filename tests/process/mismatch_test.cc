@@ -1,7 +1,8 @@
 // Direct Communicator calls that disagree across ranks (the hardening issue: they hung or
 // returned wrong bits on the shm paths): every rank fails with kMismatch, quickly, naming both
-// calls, on the shm transport (barrier flags carry the call) and on tcp (every message's header
-// does; a rank that only sends in the call fails at its next call). The job's timeout is long,
+// calls, on the shm transport (barrier flags carry the call, and a wait about to sleep
+// publishes it) and on tcp (every message's header does; a rank that only sends in the call
+// fails at its next call). The job's timeout is long,
 // so a hang would show as a late report.
 #include <gtest/gtest.h>
 
@@ -75,6 +76,21 @@ TEST_P(Mismatch, DifferentCollectivesFailOnEveryRank) {
         std::vector<float> data(3 * 50000, 1.0f);
         if (rank == 0)
           comm.broadcast(data.data(), data.size(), DType::kFloat32, 0);
+        else
+          comm.allreduce(data.data(), data.data(), data.size(), DType::kFloat32, ReduceOp::kSum);
+      },
+      "ranks called different collectives");
+}
+
+TEST_P(Mismatch, ABarrierAgainstAnotherCollectiveFailsOnEveryRank) {
+  // On shm a barrier waits for ring messages and a direct allreduce for its peers' barrier
+  // flags: each waited for what the other never sends, until the timeout. A rank that waits
+  // long enough to sleep now publishes its call for the others to compare.
+  expect_mismatch(
+      [](Communicator& comm, int rank) {
+        std::vector<float> data(16, 1.0f);
+        if (rank == 1)
+          comm.barrier();
         else
           comm.allreduce(data.data(), data.data(), data.size(), DType::kFloat32, ReduceOp::kSum);
       },

@@ -535,6 +535,30 @@ def test_own_communicator_next_to_hvd():
     with pytest.raises(kolo.InvalidArgumentError, match="recv: .*read-only"):
         comm.allreduce(x.numpy(), read_only)
     assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [float(n)] * 2
+    # A timeout outside KOLO_TIMEOUT_SECONDS's range is refused naming the argument (10^10 s
+    # overflowed into a deadline already past, which blamed the peer).
+    for bad in (1e10, float("inf"), float("nan"), 0.0005, 0.0):
+        with pytest.raises(kolo.InvalidArgumentError, match="timeout_seconds=.* is outside"):
+            kolo.Communicator.init(timeout_seconds=bad)
+
+
+def test_handle_wait_timeout_returns_on_time():
+    # Only rank 0 submits: its handle cannot complete. wait(0.3) ran the engine's cycles in its
+    # own thread and never looked at its deadline while they ran.
+    eng = kolo.Engine(kolo.Communicator.init())
+    try:
+        if r == 0:
+            x = torch.ones(4)
+            h = eng.allreduce("wait.only.on.0", x.data_ptr(), x.data_ptr(), kolo.DType.FLOAT32, [4])
+            start = time.time()
+            assert not h.wait(0.3)
+            assert 0.3 <= time.time() - start < 2.0
+            with pytest.raises(kolo.InvalidArgumentError, match="timeout=-1"):
+                h.wait(-1)
+        else:
+            time.sleep(1.0)  # the engine stays up meanwhile (closing it would fail rank 0's op)
+    finally:
+        eng.close()
 
 
 def test_shutdown_and_init_again():

@@ -183,11 +183,6 @@ TEST(Engine, ProcessSetListsAreComparedAndCheckedOnEveryRank) {
   }
 }
 
-engine::Status status_of(const Handle& h) {
-  EXPECT_TRUE(h.wait(20s));
-  return h.status();
-}
-
 TEST(Engine, MismatchesFailOnEveryRankAndTheEngineCarriesOn) {
   run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
     Engine eng(borrowed(comm), quick_options());

@@ -2,6 +2,8 @@
 // fails within seconds instead of the engine's defaults (a 60 s warning, no shutdown).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 
 #include "fusion/engine.h"
@@ -23,6 +25,12 @@ inline EngineOptions quick_options(double stall_shutdown_seconds = 0) {
   o.stall_check_seconds = 5;
   o.stall_shutdown_seconds = stall_shutdown_seconds;
   return o;
+}
+
+// The op's status once it is done (20 s at most).
+inline engine::Status status_of(const Handle& h) {
+  EXPECT_TRUE(h.wait(20s));
+  return h.status();
 }
 
 }  // namespace kolo::testing

@@ -1,11 +1,13 @@
 // kolo.Communicator: the synchronous collectives over Python buffers (numpy arrays, bytearray,
 // memoryview; C-contiguous). Sizes are checked here, since the C++ calls trust their counts.
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <vector>
 
 #include "bindings/python/src/core.h"
+#include "comm/base/env.h"
 #include "comm/base/transport_kind.h"
 
 namespace kolo::python {
@@ -77,8 +79,13 @@ PyCommunicator init(std::optional<std::string> transport, std::optional<double> 
   CommunicatorOptions options;
   if (transport) options.transport = parse_transport(*transport, "transport");
   if (timeout_seconds) {
-    require(*timeout_seconds > 0, "timeout_seconds must be positive");
-    options.timeout = std::chrono::milliseconds(static_cast<int64_t>(*timeout_seconds * 1000));
+    // Checked here, before the conversion (10^10 s overflowed it): named as Python passed it.
+    require(
+        *timeout_seconds >= env::kMinTimeoutSeconds && *timeout_seconds <= env::kMaxTimeoutSeconds,
+        detail::concat("timeout_seconds=", *timeout_seconds, " is outside [",
+                       env::kMinTimeoutSeconds, ", ", env::kMaxTimeoutSeconds,
+                       "] (the range of KOLO_TIMEOUT_SECONDS)"));
+    options.timeout = std::chrono::milliseconds(std::llround(*timeout_seconds * 1000));
   }
   py::gil_scoped_release release;
   return PyCommunicator{Communicator::init(options)};

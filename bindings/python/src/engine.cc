@@ -68,6 +68,10 @@ void close(PyEngine& e) {
 // Waits with the GIL released, a slice at a time so that Ctrl-C still interrupts.
 bool wait(const Handle& h, std::optional<double> timeout_seconds) {
   using Clock = std::chrono::steady_clock;
+  if (timeout_seconds && !(*timeout_seconds >= 0))
+    invalid(detail::concat("wait: timeout=", *timeout_seconds,
+                           " is not a number of seconds >= 0 (None waits without a limit)"));
+  if (timeout_seconds && *timeout_seconds > 1e9) timeout_seconds.reset();  // 30 years: no limit
   const auto deadline = timeout_seconds
                             ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                  std::chrono::duration<double>(*timeout_seconds))

@@ -246,9 +246,11 @@ void ShmContext::do_wait(Transfer* t) {
     auto now = Clock::now();
     if (now - last_check >= kLivenessInterval) {
       check_peers(t);
+      check_peer_call(t->peer);
       last_check = now;
     }
     if (now - last_progress >= timeout_) throw_timeout(t->peer);
+    publish_waiting_call();
     sleep_until_doorbell(seen);
   }
 }
@@ -429,9 +431,11 @@ void ShmContext::wait_for_peers(uint64_t generation) {
     auto now = Clock::now();
     if (now - last_check >= kLivenessInterval) {
       check_peer_alive(missing);
+      check_peer_call(missing);
       last_check = now;
     }
     if (now - last_progress >= timeout_) throw_timeout(missing);
+    publish_waiting_call();
     sleep_until_doorbell(seen);
   }
 }
@@ -440,6 +444,39 @@ std::string ShmContext::abort_reason(int peer) const {
   const SegmentHeader* h = header(peer);
   if (h == nullptr || h->aborted.load(std::memory_order_acquire) == 0) return {};
   return std::string(h->abort_reason, strnlen(h->abort_reason, sizeof h->abort_reason));
+}
+
+void ShmContext::publish_waiting_call() {
+  const CallSignature& mine = call();
+  if (mine.seq == published_wait_seq_) return;
+  published_wait_seq_ = mine.seq;
+  SegmentHeader* self = header(rank_);
+  const uint64_t version = self->waiting_version.load(std::memory_order_relaxed);
+  self->waiting_version.store(version + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  self->waiting_call[0].store(mine.seq, std::memory_order_relaxed);
+  self->waiting_call[1].store(mine.bytes, std::memory_order_relaxed);
+  self->waiting_call[2].store(mine.kind | uint64_t{static_cast<uint32_t>(mine.root)} << 32,
+                              std::memory_order_relaxed);
+  self->waiting_version.store(version + 2, std::memory_order_release);
+}
+
+void ShmContext::check_peer_call(int peer) const {
+  const SegmentHeader* h = header(peer);
+  const uint64_t before = h->waiting_version.load(std::memory_order_acquire);
+  if (before % 2 != 0) return;  // being written: looked at again at the next check
+  CallSignature theirs;
+  theirs.seq = h->waiting_call[0].load(std::memory_order_relaxed);
+  theirs.bytes = h->waiting_call[1].load(std::memory_order_relaxed);
+  const uint64_t kind_root = h->waiting_call[2].load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (h->waiting_version.load(std::memory_order_relaxed) != before) return;
+  theirs.kind = static_cast<uint32_t>(kind_root);
+  theirs.root = static_cast<int32_t>(static_cast<uint32_t>(kind_root >> 32));
+  // The same call number with another signature: the ranks called different collectives (or
+  // sizes). Another number is no evidence (the peer may be in an earlier call that does not
+  // wait for this rank): the timeout decides then.
+  if (theirs.seq == call().seq) check_call(peer, theirs);
 }
 
 void ShmContext::check_peer_alive(int peer) {

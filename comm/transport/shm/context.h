@@ -77,6 +77,11 @@ class ShmContext : public Context, public SharedMemory {
   void sleep_until_doorbell(uint32_t seen);
   void check_peers(Transfer* t);
   void check_peer_alive(int peer);
+  // SegmentHeader::waiting_call: this rank's call, written once per call by a wait about to
+  // sleep; a peer's, compared with this rank's (kMismatch when both are in the same call
+  // number but not the same call).
+  void publish_waiting_call();
+  void check_peer_call(int peer) const;
   void wait_for_peers(uint64_t generation);
   // Copies between `local` and `remote` in the peer's address space, `to_peer` saying which
   // way: plain copies where the memory is reachable here, else the kernel (CMA).
@@ -95,6 +100,7 @@ class ShmContext : public Context, public SharedMemory {
   // context closes (a freed region's pages stay mapped, never reused under a new id).
   std::map<std::pair<int, uint64_t>, Mapping> peer_regions_;
   std::vector<std::unique_ptr<Pair>> pairs_;
+  uint64_t published_wait_seq_ = 0;  // the call whose signature waiting_call holds
   // Every rank can read every peer's memory: all ranks are threads of one process, or
   // cross-process reads (process_vm_readv, "CMA") work between all of them.
   bool can_read_peers_ = false;

@@ -43,6 +43,13 @@ struct alignas(64) SegmentHeader {
   // The call this rank was in when it arrived at a generation (slot generation % 2): peers
   // compare it with their own once all have arrived (Context::check_call).
   CallSignature calls[2];
+  // The call this rank waits in, written once one of its waits has gone on long enough to sleep
+  // (a seqlock: `waiting_version` is odd while the words change; the words are seq, bytes, and
+  // kind | root << 32). A rank waiting for it through the other mechanism (a generation against
+  // a ring transfer: barrier against allreduce) compares it with its own call and fails with
+  // kMismatch, where both would otherwise wait out the timeout.
+  std::atomic<uint64_t> waiting_version;
+  std::atomic<uint64_t> waiting_call[3];
   uint64_t published[kMaxPublished];
   // For each published address that lies in an alloc_shared region: that region, so a peer can
   // map it once and read it with plain loads (id 0: an ordinary buffer, read with CMA).
