@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -101,6 +102,36 @@ std::vector<BenchCase> plan_cases(const Communicator& comm, const Options& o) {
   return cases;
 }
 
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", bytes / double(size_t{1} << 30));
+  return text;
+}
+
+// The buffers of the largest size on each host (two per rank there, of either --alloc kind)
+// against the memory the host has left, refused on every rank before anything is allocated:
+// alloc_shared's pages and malloc's are only backed when written, so a shortfall would
+// otherwise fill memory (and /dev/shm) until the OOM killer stops a rank.
+void check_host_memory(Communicator& comm, size_t bytes, bool shared) {
+  const double mine[3] = {static_cast<double>(Buffers::footprint(bytes)) * comm.local_size(),
+                          static_cast<double>(available_host_memory()),
+                          static_cast<double>(comm.local_size())};
+  std::vector<double> all(3 * static_cast<size_t>(comm.size()));
+  comm.allgather(mine, all.data(), 3, DType::kFloat64);
+  for (size_t r = 0; r < static_cast<size_t>(comm.size()); ++r) {
+    const double need = all[3 * r], available = all[3 * r + 1], ranks = all[3 * r + 2];
+    if (need <= available) continue;
+    const std::string host =
+        comm.local_size() == comm.size() ? "this host" : "the host of rank " + std::to_string(r);
+    throw UsageError(2, "-e/--maxbytes: cannot allocate two buffers of " + std::to_string(bytes) +
+                            " bytes (" + (shared ? "--alloc shared" : "private memory") +
+                            ") per rank for the " + std::to_string(int(ranks)) +
+                            (ranks == 1 ? " rank on " : " ranks on ") + host + ": " + gib(need) +
+                            " in all, " + gib(available) +
+                            " available; lower -e or the number of ranks on this host");
+  }
+}
+
 // Rank 0 opens the output files; every rank learns whether that worked.
 std::unique_ptr<Report> open_report(Communicator& comm, const Options& o) {
   std::unique_ptr<Report> report;
@@ -129,6 +160,7 @@ int run_benchmark(const Options& o) {
   std::unique_ptr<Report> report;
   try {  // every rank meets the same usage error: leave together, rank 0 (the store) last
     cases = plan_cases(*comm, o);
+    check_host_memory(*comm, cases.back().bytes, o.shared_buffers);
     for (const std::string& name : o.compare) peers.push_back(make_baseline(name, *comm));
     report = open_report(*comm, o);
   } catch (const UsageError& e) {
@@ -164,20 +196,23 @@ int run_benchmark(const Options& o) {
 }  // namespace kolo::bench
 
 int main(int argc, char** argv) {
-  const bool leader = kolo::bootstrap::detect_launch().rank == 0;
+  int rank = -1;  // until the launcher's variables are read (which refuses wrong ones)
   try {
+    rank = kolo::bootstrap::detect_launch().rank;
     return kolo::bench::run_benchmark(kolo::bench::parse_options(argc, argv));
   } catch (const kolo::bench::UsageError& e) {
-    if (leader && *e.what())
+    if (rank == 0 && *e.what())
       std::fprintf(e.exit_code() == 0 ? stdout : stderr, "%s%s\n",
                    e.exit_code() == 0 ? "" : "allreduce_bw: ", e.what());
     // Every rank fails alike and only rank 0 prints; the others linger so that a launcher that
     // stops the job at the first exit does not stop rank 0 before it has printed.
-    if (!leader) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "allreduce_bw: rank %d: %s\n", kolo::bootstrap::detect_launch().rank,
-                 e.what());
+    if (rank < 0)
+      std::fprintf(stderr, "allreduce_bw: %s\n", e.what());
+    else
+      std::fprintf(stderr, "allreduce_bw: rank %d: %s\n", rank, e.what());
     return 1;
   }
 }

@@ -6,8 +6,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <limits>
 #include <new>
+#include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "comm/base/convert.h"
 
@@ -222,15 +227,44 @@ void Buffers::Free::operator()(void* p) const {
     std::free(p);
 }
 
+size_t Buffers::footprint(size_t bytes) {
+  constexpr size_t page = 4096;
+  return 2 * ((std::max<size_t>(bytes, 1) + page - 1) / page * page);
+}
+
 Buffers::Buffers(size_t bytes, bool shared)
     : send_(nullptr, Free{shared}), recv_(nullptr, Free{shared}) {
-  const size_t page = 4096, rounded = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
+  const size_t page = 4096, rounded = footprint(bytes) / 2;
   send_.reset(shared ? alloc_shared(rounded) : std::aligned_alloc(page, rounded));
   recv_.reset(shared ? alloc_shared(rounded) : std::aligned_alloc(page, rounded));
   if (!send_ || !recv_)
     KOLO_THROW(ErrorCode::kInvalidArgument, "cannot allocate two buffers of ", rounded, " bytes (",
                shared ? "--alloc shared" : "private memory",
                ") for the largest size: lower -e or the number of ranks on this host");
+}
+
+size_t available_host_memory() {
+  size_t available = static_cast<size_t>(::sysconf(_SC_AVPHYS_PAGES)) *
+                     static_cast<size_t>(::sysconf(_SC_PAGESIZE));  // where MemAvailable is not
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  while (meminfo >> key >> kib) {
+    if (key == "MemAvailable:") available = kib << 10;
+    meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  // A container's limit: "0::/path" in /proc/self/cgroup names the cgroup v2 directory.
+  std::ifstream cgroup("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cgroup, line)) {
+    if (line.rfind("0::", 0) != 0) continue;
+    const std::string dir = "/sys/fs/cgroup" + line.substr(3);
+    std::ifstream max_file(dir + "/memory.max"), current_file(dir + "/memory.current");
+    size_t max = 0, current = 0;
+    if (max_file >> max && current_file >> current)  // "max" (no limit) does not read
+      available = std::min(available, max > current ? max - current : 0);
+  }
+  return available;
 }
 
 void* send_buffer(const BenchCase& c, Buffers& buffers) {

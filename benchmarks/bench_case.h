@@ -51,6 +51,8 @@ std::optional<BenchCase> make_case(Collective coll, DType dtype, ReduceOp op, in
 class Buffers {
  public:
   Buffers(size_t bytes, bool shared);
+  // What Buffers(bytes, ...) allocates: both buffers, each rounded up to whole pages.
+  static size_t footprint(size_t bytes);
   void* send() { return send_.get(); }
   void* recv() { return recv_.get(); }
   const void* send() const { return send_.get(); }
@@ -63,6 +65,10 @@ class Buffers {
   };
   std::unique_ptr<void, Free> send_, recv_;
 };
+
+// Bytes of memory this host can still give a process without swapping or the OOM killer:
+// MemAvailable, or less where the process's cgroup (v2) has a lower limit left.
+size_t available_host_memory();
 
 // What the collective reads from: send(), or for an in-place allgather this rank's block of
 // recv().

@@ -59,6 +59,7 @@ struct RawFlags {
   std::string transport = "auto", csv, json, inplace = "0", alloc = "malloc";
   std::string bound = "1";
   std::vector<std::string> compare;
+  bool op_given = false;  // -o on the command line (the default applies only where it reduces)
 };
 
 void add_flags(CLI::App& app, RawFlags& raw) {
@@ -73,10 +74,13 @@ void add_flags(CLI::App& app, RawFlags& raw) {
   flag("-c,--check", raw.check, "0|1", "1: check results and count #wrong");
   flag("-d,--datatype", raw.dtype, "DTYPE",
        "float32 float64 float16 bfloat16 int32 int64 uint8 int8 int16");
-  flag("-o,--op", raw.op, "OP", "sum avg min max prod band bor bxor (the last three: integers)");
+  flag("-o,--op", raw.op, "OP",
+       "sum avg min max prod band bor bxor (the last three: integers); allreduce and "
+       "reduce_scatter only");
   flag("--coll", raw.coll, "COLL", "allreduce reduce_scatter allgather broadcast alltoall");
   flag("--algo", raw.algo, "ALGO", "auto ring tree halving_doubling (and kolo's others)");
-  flag("--transport", raw.transport, "KIND", "auto shm tcp mpi");
+  flag("--transport", raw.transport, "KIND",
+       "auto shm tcp mpi ucx (mpi and ucx: builds with them)");
   app.add_option("--compare", raw.compare, "baselines in the same run: mpi,gloo")
       ->type_name("LIST")
       ->delimiter(',');
@@ -103,16 +107,20 @@ Options convert(const RawFlags& raw) {
   o.warmup_iters = static_cast<int>(parse_int(raw.warmup, "-w/--warmup_iters", 0, kMax));
   o.check = parse_int(raw.check, "-c/--check", 0, 1) == 1;
   o.dtype = parse_kolo(parse_dtype, raw.dtype, "-d/--datatype");
+  auto coll = parse_collective(raw.coll);
+  if (!coll) bad_flag("--coll", raw.coll, std::string("one of ") + kCollectiveNames);
+  o.coll = *coll;
   o.op = parse_kolo(parse_op, raw.op, "-o/--op");
+  if (raw.op_given && !reduces(o.coll))
+    bad_flag(
+        "-o/--op", raw.op,
+        std::string("no -o/--op with --coll ") + collective_name(o.coll) + " (it does not reduce)");
   if (!op_takes(o.op, o.dtype))
     bad_flag("-o/--op", raw.op,
              std::string("an op that ") + dtype_name(o.dtype) +
                  " takes (band, bor and bxor need an integer -d/--datatype)");
   o.algorithm = parse_kolo(parse_algorithm, raw.algo, "--algo");
   o.transport = parse_kolo(parse_transport, raw.transport, "--transport");
-  auto coll = parse_collective(raw.coll);
-  if (!coll) bad_flag("--coll", raw.coll, std::string("one of ") + kCollectiveNames);
-  o.coll = *coll;
   o.compare = parse_compare(raw.compare);
   o.in_place = parse_int(raw.inplace, "--inplace", 0, 1) == 1;
   if (o.in_place && o.coll != Collective::kAllgather && o.coll != Collective::kAllreduce)
@@ -136,20 +144,25 @@ std::string error_text(const std::exception& e) {
 }
 
 size_t parse_bytes(const std::string& text, const std::string& flag) {
-  const std::string accepted = "a byte count with an optional K, M or G suffix (powers of 1024)";
+  const std::string accepted =
+      "a byte count below 2^62 with an optional K, M or G suffix (powers of 1024)";
   size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
   if (digits == 0 || digits > 15 || text.size() - digits > 1) bad_flag(flag, text, accepted);
-  size_t value = std::stoull(text.substr(0, digits));
+  const size_t value = std::stoull(text.substr(0, digits));
+  int shift = 0;
   if (digits < text.size()) {
     switch (std::toupper(static_cast<unsigned char>(text.back()))) {
-      case 'K': value <<= 10; break;
-      case 'M': value <<= 20; break;
-      case 'G': value <<= 30; break;
+      case 'K': shift = 10; break;
+      case 'M': shift = 20; break;
+      case 'G': shift = 30; break;
       default: bad_flag(flag, text, accepted);
     }
   }
-  return value;
+  // Checked before the shift, which would drop the high bits (2^34 G wrapped to 0). The bound
+  // leaves room for the sums made of a size later (page rounding, two buffers per local rank).
+  if (value >= (size_t{1} << (62 - shift))) bad_flag(flag, text, accepted);
+  return value << shift;
 }
 
 std::vector<size_t> size_steps(const Options& options) {
@@ -170,6 +183,7 @@ Options parse_options(int argc, char** argv) {
   add_flags(app, raw);
   try {
     app.parse(argc, argv);
+    raw.op_given = app.count("--op") > 0;
   } catch (const CLI::CallForHelp&) {
     throw UsageError(0, app.help());
   } catch (const CLI::ParseError& e) {

@@ -53,7 +53,8 @@ std::string error_text(const std::exception& e);
 // The sizes to run: min_bytes, then multiplied by step_factor while not above max_bytes.
 std::vector<size_t> size_steps(const Options& options);
 
-// "8", "64K", "256M", "1G" (powers of 1024); nullopt-like failure throws UsageError naming flag.
+// "8", "64K", "256M", "1G" (powers of 1024), below 2^62; anything else throws a UsageError
+// naming the flag.
 size_t parse_bytes(const std::string& text, const std::string& flag);
 
 }  // namespace kolo::bench

@@ -15,7 +15,9 @@
 // dtype, measured in the same run (the practical tensor-core peak).
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,6 +27,7 @@
 #include <cblas.h>
 #include <CLI/CLI.hpp>
 
+#include "benchmarks/cli_checks.h"
 #include "comm/base/error.h"
 #include "trainer/config/train_config.h"
 #include "trainer/data/rng.h"
@@ -47,6 +50,7 @@ struct Options {
   std::vector<std::string> dtypes = {"float32", "float16", "bfloat16"};
   std::vector<int> intervals = {0};
   std::string python = "/usr/bin/python3";
+  bool python_given = false;  // --python on the command line: its run failing is an error
   std::string torch_script = KOLO_SOURCE_DIR "/tests/trainer/python/kolo_torch.py";
   bool torch = true;
   bool train = false;          // the optimizer step too
@@ -238,7 +242,8 @@ double device_gemm_tflops(kt::Backend& backend, kolo::DType dtype) {
   return best;
 }
 
-// tokens/s that the PyTorch run printed ("... <N> tokens/s ..."), or 0 when it failed.
+// tokens/s that the PyTorch run printed ("... <N> tokens/s ..."), or 0 when it failed (or
+// exited with a failure status).
 double run_torch(const Options& o) {
   // torch.set_num_threads does not reach the OpenBLAS that torch's GEMMs call here: the
   // child's BLAS threads are set through the environment, as kolo's are.
@@ -248,19 +253,19 @@ double run_torch(const Options& o) {
       o.torch_script + " --bench --preset " + o.preset + " --batch " + std::to_string(o.batch) +
       " --seq " + std::to_string(o.seq) + " --steps " + std::to_string(o.steps) + " --threads " +
       threads + " --dropout " + std::to_string(o.dropout) + " 2>&1";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(command.c_str(), "r"), pclose);
+  FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return 0;
   double rate = 0;
   char line[512];
-  while (std::fgets(line, sizeof line, pipe.get())) {
+  while (std::fgets(line, sizeof line, pipe)) {
     std::printf("#   %s", line);
     const std::string text(line);
     const size_t at = text.find(" tokens/s");
     if (at == std::string::npos) continue;
     const size_t begin = text.rfind(' ', at - 1);
-    rate = std::stod(text.substr(begin + 1, at - begin - 1));
+    rate = std::atof(text.substr(begin + 1, at - begin - 1).c_str());
   }
-  return rate;
+  return pclose(pipe) == 0 ? rate : 0;
 }
 
 int run(const Options& o) {
@@ -299,7 +304,7 @@ int run(const Options& o) {
   std::printf("# GEMM work per step: %.2f GFLOP (forward + backward, matrix products only)\n",
               flops / 1e9);
   std::printf(
-      "# BERT-%s forward+backward%s on %s, batch %d, seq %d, %d thread(s), dropout %.2f, median "
+      "# BERT-%s forward+backward%s on %s, batch %d, seq %d, %d thread(s), dropout %g, median "
       "of %d steps after %d warm-up\n",
       o.preset.c_str(), o.train ? " + optimizer step" : "", o.device.c_str(), o.batch, o.seq,
       o.threads, o.dropout, o.steps, o.warmup);
@@ -307,7 +312,11 @@ int run(const Options& o) {
   if (o.torch && !device) {
     std::printf("# PyTorch (%s %s):\n", o.python.c_str(), o.torch_script.c_str());
     torch_rate = run_torch(o);
-    if (torch_rate == 0) std::printf("# PyTorch run failed: no tokens/s line\n");
+    if (torch_rate == 0 && o.python_given)
+      KOLO_THROW(kolo::ErrorCode::kInvalidArgument, "--python ", o.python,
+                 ": the PyTorch run failed (its output is above; --no-torch skips it)");
+    if (torch_rate == 0)
+      std::printf("# PyTorch run failed (no tokens/s line or a failure status)\n");
   }
   std::printf("%-8s %-9s %5s %12s %12s %14s %12s %10s %9s %7s\n", "impl", "dtype", "ckpt",
               "ms/step", "tokens/s", "vs torch fp32", "act_mib", "vs ckpt 0", "GFLOP/s",
@@ -351,6 +360,29 @@ int run(const Options& o) {
   return 0;
 }
 
+// Tokens per step above which --batch is refused: 256 times the default step's (32 x 128),
+// far past what the activation arena of any preset fits in a host's memory.
+constexpr int64_t kMaxTokens = int64_t{1} << 20;
+
+// What is wrong with the flags before anything runs, naming the flag ("" when nothing is): the
+// model would otherwise refuse them only after the GEMM peak is measured, in its own words.
+std::string flag_error(const Options& o) {
+  const kt::BertConfig shape = kt::bert_preset(o.preset);  // an unknown preset names the list
+  if (o.seq > shape.max_position)
+    return "--seq: '" + std::to_string(o.seq) + "' is not accepted; expected 1 to " +
+           std::to_string(shape.max_position) + " (max_position of --preset " + o.preset + ")";
+  if (int64_t{o.batch} * o.seq > kMaxTokens)
+    return "--batch: '" + std::to_string(o.batch) + "' is not accepted; expected 1 to " +
+           std::to_string(kMaxTokens / o.seq) + " (at most " + std::to_string(kMaxTokens) +
+           " tokens per step at --seq " + std::to_string(o.seq) + ")";
+  // A known dtype that is not a storage dtype would be refused only by the model.
+  for (const std::string& name : o.dtypes)
+    if (!kt::is_storage_dtype(kolo::parse_dtype(name, "--dtypes")))
+      return "--dtypes: '" + name +
+             "' is not a storage dtype (accepted: " + kt::kStorageDTypeNames + ")";
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -358,10 +390,10 @@ int main(int argc, char** argv) {
   Options o;
   app.add_option("--preset", o.preset, "BERT preset: tiny mini small medium base large")
       ->capture_default_str();
-  app.add_option("--batch", o.batch, "sequences per step")
+  app.add_option("--batch", o.batch, "sequences per step (at most 2^20 tokens per step)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  app.add_option("--seq", o.seq, "tokens per sequence")
+  app.add_option("--seq", o.seq, "tokens per sequence (up to the preset's max_position, 512)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   app.add_option("--steps", o.steps, "timed steps (the median is reported)")
@@ -373,35 +405,33 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "kernel / torch threads")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  app.add_option("--dropout", o.dropout, "hidden and attention dropout")
-      ->check(CLI::Range(0.0, 1.0))
+  app.add_option("--dropout", o.dropout, "hidden and attention dropout (the model's range)")
+      ->check(kolo::bench::finite_range<float>(0.0, 0.999, true))
       ->capture_default_str();
   app.add_option("--dtypes", o.dtypes, "kolo storage dtypes to time")->capture_default_str();
   app.add_option("--checkpoint-intervals", o.intervals,
                  "activation checkpointing intervals to time (0: off; k: every k-th layer)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  app.add_option("--python", o.python, "interpreter with torch")->capture_default_str();
+  auto* python = app.add_option("--python", o.python,
+                                "interpreter with torch (given: its run failing is an error)")
+                     ->capture_default_str();
   app.add_flag("!--no-torch", o.torch, "skip the PyTorch run");
   app.add_flag("--train", o.train, "time the optimizer step too (TrainStep: AdamW, clipping)");
   app.add_option("--device", o.device, "cpu, or cuda (GPU 0; builds with CUDA; no PyTorch run)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  o.python_given = python->count() > 0;
   try {
-    // Before any run: a known dtype that is not a storage dtype would otherwise be refused
-    // only by the model, after the GEMM peak has been measured.
-    for (const std::string& name : o.dtypes) {
-      const kolo::DType dt = kolo::parse_dtype(name, "--dtypes");
-      if (!kt::is_storage_dtype(dt)) {
-        std::fprintf(stderr,
-                     "trainer_throughput: --dtypes: '%s' is not a storage dtype (accepted: %s)\n",
-                     name.c_str(), kt::kStorageDTypeNames);
-        return 1;
-      }
+    const std::string error = flag_error(o);
+    if (!error.empty()) {
+      std::fprintf(stderr, "trainer_throughput: %s\n", error.c_str());
+      return 1;
     }
     return run(o);
   } catch (const std::exception& e) {  // kolo::Error, or what the model's sizes make of memory
+    std::fflush(stdout);               // the rows so far first
     std::fprintf(stderr, "trainer_throughput: %s\n", e.what());
     return 1;
   }
