@@ -1,6 +1,7 @@
 // kolo::Communicator: synchronous collectives that every member calls in the same order, like
 // an NCCL communicator or a Gloo context. Counts are in elements; buffers are host memory.
-// Out of place unless the send and receive buffers alias as documented per call (in place).
+// Out of place unless the send and receive buffers alias as documented per call (in place);
+// buffers that overlap any other way are refused (kInvalidArgument) before anything is sent.
 // One thread at a time per Communicator; use split() or several communicators for concurrency.
 #pragma once
 

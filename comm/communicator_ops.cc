@@ -36,6 +36,19 @@ void check_buffer(const void* ptr, size_t count, DType dtype, const char* collec
                  " buffer is null but count is ", count);
 }
 
+// The send and receive buffers share no byte, or are in the call's one in-place form: `inner`
+// starts `offset` bytes into `outer`. Any other overlap is refused before anything is sent:
+// it would be read after being written, with results that differed by algorithm and size
+// (and an error from the reduction on some paths only, after the call had begun).
+void check_overlap(const void* outer, size_t outer_bytes, const void* inner, size_t inner_bytes,
+                   size_t offset, const char* collective, const char* in_place_form) {
+  const auto o = reinterpret_cast<uintptr_t>(outer), i = reinterpret_cast<uintptr_t>(inner);
+  if (outer_bytes == 0 || inner_bytes == 0 || o + outer_bytes <= i || i + inner_bytes <= o) return;
+  KOLO_CHECK_ARG(i == o + offset, collective,
+                 ": the send and receive buffers overlap, but not in place (", in_place_form,
+                 "); use disjoint buffers or the in-place form");
+}
+
 // The sum of per-rank counts, refused before it can wrap.
 size_t checked_total(const std::vector<size_t>& counts, DType dtype, const char* collective) {
   check_dtype(dtype, collective);
@@ -158,6 +171,7 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DType d
   check_buffer(send, count, dtype, "allreduce", "send");
   check_buffer(recv, count, dtype, "allreduce", "receive");
   const size_t bytes = count * dtype_size(dtype);
+  check_overlap(recv, bytes, send, bytes, 0, "allreduce", "send == recv");
   Algorithm algorithm = begin(Collective::kAllreduce, bytes, options, dtype, op);
   if (size_ == 1 || count == 0) {
     copy_if_distinct(recv, send, bytes);
@@ -190,6 +204,9 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
                              "reduce_scatter"),
                dtype, "reduce_scatter", "send");
   const size_t bytes = recv_count * dtype_size(dtype);
+  check_overlap(send, bytes * static_cast<size_t>(size_), recv, bytes,
+                bytes * static_cast<size_t>(rank_), "reduce_scatter",
+                "recv == send + rank * recv_count");
   Algorithm algorithm =
       begin(Collective::kReduceScatter, bytes * static_cast<size_t>(size_), options, dtype, op);
   if (size_ == 1 || recv_count == 0) {
@@ -222,6 +239,9 @@ void Communicator::allgatherv(const void* send, size_t send_count, void* recv,
   const size_t esize = dtype_size(dtype);
   check_buffer(send, send_count, dtype, "allgatherv", "send");
   check_buffer(recv, total, dtype, "allgatherv", "receive");
+  size_t own = std::accumulate(recv_counts.begin(), recv_counts.begin() + rank_, size_t{0});
+  check_overlap(recv, total * esize, send, send_count * esize, own * esize, "allgather",
+                "send == recv + this rank's offset");
   Algorithm algorithm = begin(Collective::kAllgather, total * esize, options, dtype);
   if (algorithm == Algorithm::kDirect && size_ > 1 && total > 0)
     return collectives::shm_direct_allgatherv(*shared_, send, recv, recv_counts, dtype);
@@ -230,7 +250,6 @@ void Communicator::allgatherv(const void* send, size_t send_count, void* recv,
                                  [&](size_t c) { return c == send_count; });
   if (algorithm == Algorithm::kHierarchical && equal && total > 0)
     return hierarchical_allgather(send, recv, send_count, dtype);
-  size_t own = std::accumulate(recv_counts.begin(), recv_counts.begin() + rank_, size_t{0});
   copy_if_distinct(static_cast<char*>(recv) + own * esize, send, send_count * esize);
   if (size_ == 1 || total == 0) return;
   collectives::ring_allgatherv(*context_, recv, recv_counts, dtype);
@@ -274,6 +293,7 @@ void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_c
   const size_t recv_total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
   check_buffer(send, send_total / esize, dtype, "alltoallv", "send");
   check_buffer(recv, recv_total / esize, dtype, "alltoallv", "receive");
+  check_overlap(recv, recv_total, send, send_total, 0, "alltoallv", "send == recv");
   const Algorithm algorithm =
       begin(Collective::kAlltoall, send_total, options, dtype, std::nullopt, -1,
             /*sizes_agree=*/false);

@@ -34,9 +34,29 @@ TEST(Communicator, BadArgumentsAreRefusedWithTheirNames) {
         ErrorCode::kInvalidArgument);
     EXPECT_NE(m.find("3 recv_counts for 2 ranks"), std::string::npos) << m;
     CollectiveOptions tree{Algorithm::kTree};  // tree exists for allreduce only
-    m = error_of([&] { comm.allgather(v.data(), v.data(), 4, DType::kFloat32, tree); },
-                 ErrorCode::kInvalidArgument);
+    m = error_of(
+        [&] { comm.allgather(v.data() + 4 * comm.rank(), v.data(), 4, DType::kFloat32, tree); },
+        ErrorCode::kInvalidArgument);
     EXPECT_NE(m.find("'tree'"), std::string::npos) << m;
+    // Buffers that overlap other than in the call's in-place form, on every path and size
+    // (only shm's direct reduction noticed, and only once the call had begun).
+    m = error_of(
+        [&] { comm.allreduce(v.data(), v.data() + 1, 4, DType::kFloat32, ReduceOp::kSum); },
+        ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find("allreduce: the send and receive buffers overlap, but not in place"),
+              std::string::npos)
+        << m;
+    m = error_of([&] { comm.allgather(v.data() + 1, v.data(), 4, DType::kFloat32); },
+                 ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find("allgather: the send and receive buffers overlap"), std::string::npos) << m;
+    m = error_of(
+        [&] {
+          comm.reduce_scatter(v.data(), v.data() + 1 - comm.rank(), 2, DType::kFloat32,
+                              ReduceOp::kSum);
+        },
+        ErrorCode::kInvalidArgument);
+    EXPECT_NE(m.find("recv == send + rank * recv_count"), std::string::npos) << m;
+    comm.reduce_scatter(v.data(), v.data() + 2 * comm.rank(), 2, DType::kFloat32, ReduceOp::kSum);
     error_of([&] { comm.split(-5, 0); }, ErrorCode::kInvalidArgument);
     // Bad input fails before anything is sent: the communicator still works.
     comm.allreduce(v.data(), v.data(), 8, DType::kFloat32, ReduceOp::kSum);
