@@ -87,6 +87,28 @@ check "SIGTERM forwarded exit code" test "$rc" = 143
 check "SIGTERM forwarded message" contains err 'received SIGTERM'
 check "no leftovers after SIGTERM" no_leftovers
 
+# kolorun killed with SIGKILL cannot stop its job itself: each rank gets SIGTERM from the kernel
+# (its parent-death signal) and ends, instead of living on as an orphan.
+"$KOLORUN" -np 2 sleep "$MARK" >"$TMP/out" 2>"$TMP/err" &
+pid=$!
+disown "$pid"  # no "Killed" line from bash
+sleep 0.5
+check "ranks run before the SIGKILL" test "$(pgrep -fc "^sleep $MARK")" = 2
+kill -KILL "$pid"
+for _ in 1 2 3 4 5 6 7 8 9 10; do no_leftovers && break; done
+check "no leftovers after kolorun is SIGKILLed" no_leftovers
+# With --hosts the remote shell is the child that gets it ('env' execs the host's kolorun,
+# which stops its ranks in turn).
+"$KOLORUN" --hosts 127.0.0.1:1,127.0.0.1:1 --rsh 'env H={host}' sleep "$MARK" \
+  >"$TMP/out" 2>"$TMP/err" &
+pid=$!
+disown "$pid"
+sleep 1
+check "--hosts ranks run before the SIGKILL" test "$(pgrep -fc "^sleep $MARK")" = 2
+kill -KILL "$pid"
+for _ in 1 2 3 4 5 6 7 8 9 10; do no_leftovers && break; done
+check "no leftovers after kolorun --hosts is SIGKILLed" no_leftovers
+
 # Option errors exit 2 naming the option; help and version exit 0.
 run --bogus -np 2 true
 check "unknown option exit code" test "$rc" = 2
@@ -156,6 +178,33 @@ KOLO_SECRET= KOLO_SECRET_FILE= run --nnodes 2 --addr 10.0.0.1 -np 1 true
 check "--nnodes without a shared secret is refused" contains err "KOLO_SECRET"
 run --hosts a:2,b:3 true
 check "--hosts with unequal counts is refused" contains err "same count"
+# -np may repeat the --hosts count, before or after it, but not change it.
+for order in "--hosts 127.0.0.1:3,127.0.0.1:3 -np 1" "-np 1 --hosts 127.0.0.1:3,127.0.0.1:3"; do
+  # shellcheck disable=SC2086 # the options are words
+  run $order --rsh 'env H={host}' sh -c 'echo $KOLO_RANK/$KOLO_SIZE'
+  check "-np disagreeing with --hosts is refused ($order)" test "$rc" = 2
+  check "... naming both counts" contains err "gives 3 ranks per host but -np says 1"
+  check "... before starting anything" test ! -s "$TMP/out"
+done
+run --hosts 127.0.0.1:2 -np 2 --rsh 'env H={host}' sh -c 'echo $KOLO_RANK/$KOLO_SIZE'
+check "-np equal to the --hosts count" test "$(sort "$TMP/out")" = "$(printf '[0] 0/2\n[1] 1/2')"
+
+# Messages name what failed: a host's remote shell, or the job's (global) rank.
+run --hosts 127.0.0.1:1 --rsh '/nonexistent/kolorun-rsh {host}' true
+check "remote shell not found: exit code" test "$rc" = 127
+check "remote shell not found: named" \
+  contains err "cannot execute host 0 \\(127\\.0\\.0\\.1\\)'s remote shell '/nonexistent/kolorun-rsh'"
+check "remote shell not found: no rank blamed" test "$(grep -c 'rank 0' "$TMP/err")" = 0
+run --hosts 127.0.0.1:1 --rsh 'false {host}' true
+check "remote shell failing: exit code" test "$rc" = 1
+check "remote shell failing: named" \
+  contains err "host 0 \\(127\\.0\\.0\\.1\\)'s remote shell 'false' exited with code 1"
+KOLO_SECRET=x run --nnodes 2 --node-rank 1 --addr 127.0.0.1 -np 1 /nonexistent/kolorun-test-cmd
+check "node 1: its rank 1 cannot execute" contains err "kolorun: rank 1: cannot execute"
+KOLO_SECRET=x run --nnodes 2 --node-rank 1 --addr 127.0.0.1 -np 2 \
+  sh -c "[ \$KOLO_RANK = 3 ] && exit 3; sleep $MARK"
+check "node 1: global rank 3 named" contains err "kolorun: rank 3 exited with code 3"
+check "no leftovers on node 1" no_leftovers
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -144,7 +144,7 @@ def checkpoint_index_seeds():
         "format": "kolo-checkpoint", "format_version": 1, "kolo_version": "0.1.0",
         "phase": "pretrain", "step": 6, "global_step": 6, "epoch": 0, "step_in_epoch": 6,
         "global_sample": 96, "world_size": 2, "stage": 2, "dtype": "float16",
-        "optimizer": "adamw", "optimizer_step": 6, "buffers": ["master", "exp_avg", "exp_avg_sq"],
+        "optimizer": "AdamW", "optimizer_step": 6, "buffers": ["master", "exp_avg", "exp_avg_sq"],
         "loss_scaler": {"scale": 65536.0, "clean_steps": 6, "hysteresis_left": 2,
                         "skipped_steps": 0},
         "total": 40,

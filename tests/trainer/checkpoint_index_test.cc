@@ -2,9 +2,13 @@
 // valid two-shard index passes, and each damage a hand edit or a bad disk can do is refused
 // naming the key (before: silently accepted, a read past a buffer in kolo_ckpt export, a path
 // outside the step folder opened, or a raw nlohmann-json exception). Also the depth limit of
-// JSON from outside (trainer/io/json_text.h).
+// JSON from outside (trainer/io/json_text.h), and the `latest` pointer a checkpoint folder
+// names its step folder with (resolve_checkpoint).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 
@@ -12,6 +16,7 @@
 
 #include "comm/base/error.h"
 #include "tests/unit/expect_error.h"
+#include "trainer/checkpoint/checkpoint.h"
 #include "trainer/checkpoint/index_check.h"
 #include "trainer/io/json_text.h"
 
@@ -36,7 +41,7 @@ json valid_index() {
           {"world_size", 2},
           {"stage", 2},
           {"dtype", "float16"},
-          {"optimizer", "adamw"},
+          {"optimizer", "AdamW"},
           {"optimizer_step", 6},
           {"buffers", {"master", "exp_avg", "exp_avg_sq"}},
           {"loss_scaler",
@@ -77,7 +82,26 @@ TEST(CheckpointIndex, EachDamageIsRefusedNamingTheKey) {
       {[](json& i) { i["world_size"] = 0; }, "world_size: 0 is out of range"},
       {[](json& i) { i["stage"] = 7; }, "stage: 7 is out of range [0, 3]"},
       {[](json& i) { i["dtype"] = "int8"; }, "dtype: \"int8\""},
-      {[](json& i) { i["buffers"] = {1}; }, "buffers: 1 is not a name"},
+      {[](json& i) {
+         i["buffers"] = {"master", 1};
+       },
+       "buffers[1]: 1 is not a name"},
+      // Only the optimizers the trainer has, with the buffers each writes (trainer/optim).
+      {[](json& i) { i["optimizer"] = "Lion"; },
+       "optimizer: \"Lion\" is not accepted (one of AdamW, Adam, SGD)"},
+      {[](json& i) {
+         i["buffers"] = {"master", "bogus"};
+       },
+       "buffers[1]: \"bogus\" is not a buffer of AdamW"},
+      {[](json& i) {
+         i["buffers"] = {"master", "exp_avg"};
+       },
+       "buffers: [\"master\",\"exp_avg\"] is not what AdamW writes"},
+      {[](json& i) {
+         i["optimizer"] = "SGD";
+         i["buffers"] = {"master", "exp_avg"};
+       },
+       "buffers[1]: \"exp_avg\" is not a buffer of SGD"},
       {[](json& i) { i["loss_scaler"]["scale"] = 0; }, "loss_scaler.scale: 0 is out of range"},
       {[](json& i) { i["loss_scaler"]["hysteresis_left"] = -3; },
        "loss_scaler.hysteresis_left: -3 is out of range"},
@@ -90,6 +114,16 @@ TEST(CheckpointIndex, EachDamageIsRefusedNamingTheKey) {
        },
        "layout[0].shape: [-2,-5] is not"},
       {[](json& i) { i["layout"][0].erase("name"); }, "layout[0].name: missing"},
+      {[](json& i) { i["layout"][1]["name"] = "a"; },
+       "layout[1].name: 'a' is also the name of layout[0]"},
+      {[](json& i) {
+         i["layout"] = json::array();
+         i["total"] = 0;
+         i["files"]["rank-00000-of-00002.safetensors"]["end"] = 0;
+         i["files"]["rank-00001-of-00002.safetensors"]["begin"] = 0;
+         i["files"]["rank-00001-of-00002.safetensors"]["end"] = 0;
+       },
+       "layout: empty"},
       {[](json& i) { i["files"]["../../etc/passwd"] = i["files"]["model.safetensors"]; },
        "'../../etc/passwd' is not a file name inside the step folder"},
       {[](json& i) { i["files"].erase("model.safetensors"); }, "model.safetensors is not listed"},
@@ -97,6 +131,9 @@ TEST(CheckpointIndex, EachDamageIsRefusedNamingTheKey) {
       {[&](json& i) { i["files"][shard0]["end"] = 41; }, ".end: 41 is out of range [0, 40]"},
       {[&](json& i) { i["files"][shard0]["end"] = 10; }, "leave a gap or overlap at 10"},
       {[&](json& i) { i["files"][shard0]["rank"] = 2; }, ".rank: 2 is out of range [0, 2)"},
+      {[](json& i) { i["files"]["rank-00001-of-00002.safetensors"]["rank"] = 0; },
+       "files.rank-00001-of-00002.safetensors.rank: 0 is also the rank of "
+       "rank-00000-of-00002.safetensors"},
       {[&](json& i) { i["files"][shard0]["bytes"] = 10; },
        "10 bytes cannot hold elements [0, 20) in fp32"},
       {[&](json& i) { i["files"].erase(shard0); }, "leave a gap or overlap at 0"},
@@ -109,6 +146,50 @@ TEST(CheckpointIndex, EachDamageIsRefusedNamingTheKey) {
     EXPECT_NE(m.find(expected), std::string::npos) << m << "\n  expected: " << expected;
     EXPECT_EQ(m.rfind("kolo invalid argument error: ck/index.json: ", 0), 0u) << m;
   }
+}
+
+TEST(CheckpointIndex, TheOptimizersTheTrainerWritesPass) {
+  json index = valid_index();
+  index["optimizer"] = "Adam";
+  EXPECT_NO_THROW(check_checkpoint_index(index, "ck/index.json"));
+  index["optimizer"] = "SGD";
+  index["buffers"] = {"master", "momentum_buffer"};
+  EXPECT_NO_THROW(check_checkpoint_index(index, "ck/index.json"));
+  index["buffers"] = {"master"};  // SGD without momentum
+  EXPECT_NO_THROW(check_checkpoint_index(index, "ck/index.json"));
+}
+
+// A checkpoint folder whose `latest` is damaged: the error shows what the file holds (control
+// characters escaped) and tells a symbolic link loop from a missing file.
+TEST(CheckpointLatest, ADamagedPointerIsNamedAsItIs) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kolo_latest_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "step-000002");
+  std::ofstream(dir / "step-000002" / "index.json") << "{}";
+  auto point = [&](const std::string& text) {
+    fs::remove(dir / "latest");
+    std::ofstream(dir / "latest", std::ios::binary) << text;
+  };
+  auto refusal = [&](const std::string& text) {
+    point(text);
+    return error_of([&] { resolve_checkpoint(dir.string()); }, ErrorCode::kInvalidArgument);
+  };
+  // A pointer saved with CRLF line ends: the "\r" was invisible in the message.
+  EXPECT_NE(refusal("step-000002\r\n").find("names \"step-000002\\r\", which has no index.json"),
+            std::string::npos);
+  EXPECT_NE(refusal(" step-000002\n").find("names \" step-000002\","), std::string::npos);
+  EXPECT_NE(refusal("../x\n").find("does not name a step folder (\"../x\")"), std::string::npos);
+  point("step-000002\n");
+  EXPECT_EQ(fs::path(resolve_checkpoint(dir.string())), dir / "step-000002");
+  fs::remove(dir / "latest");
+  fs::create_symlink("latest", dir / "latest");
+  const std::string loop =
+      error_of([&] { resolve_checkpoint(dir.string()); }, ErrorCode::kInvalidArgument);
+  EXPECT_NE(loop.find("latest is a symbolic link that cannot be resolved (Too many levels"),
+            std::string::npos)
+      << loop;
+  fs::remove_all(dir);
 }
 
 TEST(JsonText, NestingIsLimitedBeforeTheDocumentIsBuilt) {

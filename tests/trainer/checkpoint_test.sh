@@ -4,7 +4,8 @@
 #   - a run killed with SIGKILL right after its step-6 save, resumed from its folder, ends with
 #     checkpoint files byte-identical to the uninterrupted run's (losses and parameters too);
 #   - kolo_ckpt verifies and exports (the fp16 export is the checkpoint's model.safetensors; the
-#     fp32 export gives PyTorch's loss within 1e-5 in tests/trainer/python/compare.py);
+#     fp32 export gives PyTorch's loss within 1e-5 in tests/trainer/python/compare.py), refuses
+#     an export into the checkpoint, and exits 2 naming what it cannot parse;
 #   - an altered, a truncated and a missing shard are refused naming the file and the check
 #     that failed; an older step folder can still be named; a checkpoint of another model
 #     shape is refused naming the first tensor that differs; --keep keeps the newest folders
@@ -59,6 +60,29 @@ diff <(grep -o '^\[0\] step 1[0-2]/12 | loss [0-9.]*' "$out/a.log") \
 "$ckpt" info "$out/a/step-000006" | grep -q "step 6 of the phase"
 "$ckpt" export "$out/a" "$out/export16.safetensors" --dtype float16
 cmp "$out/export16.safetensors" "$out/a/step-000012/model.safetensors"
+# An export into the checkpoint (here over one of its own files) is refused, naming both; the
+# file is left as it was.
+cp "$out/a/step-000006/index.json" "$out/index6.json"
+if "$ckpt" export "$out/a" "$out/a/step-000006/index.json" 2>"$out/inside.log"; then exit 1; fi
+grep -q "export: $out/a/step-000006/index.json is inside the checkpoint $out/a " "$out/inside.log"
+cmp "$out/index6.json" "$out/a/step-000006/index.json"
+if "$ckpt" export "$out/a/step-000006" "$out/a/step-000006/../step-000006/x.safetensors" \
+  2>"$out/inside.log"; then exit 1; fi
+grep -q "is inside the checkpoint $out/a/step-000006 " "$out/inside.log"
+test ! -e "$out/a/step-000006/x.safetensors"
+# Command lines that do not parse exit 2 with the program's name; a wrong subcommand is named.
+usage() {
+  local rc=0
+  "$ckpt" "$@" 2>"$out/usage.log" || rc=$?
+  test "$rc" = 2 || { echo "kolo_ckpt $* exited $rc"; cat "$out/usage.log"; return 1; }
+}
+usage bogus "$out/a"
+grep -q "^kolo_ckpt: unknown subcommand 'bogus'; the first word is a subcommand: info, verify, export" \
+  "$out/usage.log"
+usage info
+grep -q "^kolo_ckpt: checkpoint is required" "$out/usage.log"
+usage export "$out/a" "$out/x.safetensors" --dtype
+grep -q "^kolo_ckpt: --dtype" "$out/usage.log"
 # The fp32 export in the PyTorch twin: the same loss on the same batch within 1e-5.
 "$ckpt" export "$out/a" "$out/export32.safetensors"
 "$build/tests/trainer/kolo_model_dump" bert-file "$out/export32.safetensors" "$out/torch"

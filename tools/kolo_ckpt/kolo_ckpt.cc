@@ -6,9 +6,13 @@
 //   kolo_ckpt export DIR|STEP_FOLDER OUT.safetensors [--dtype float32|float16|bfloat16]
 //                                             the fp32 master weights of every shard, whole,
 //                                             under their Hugging Face names (converted to
-//                                             --dtype, round to nearest even)
-// DIR is a checkpoint folder (its `latest` is used) or a step folder.
+//                                             --dtype, round to nearest even); OUT outside
+//                                             DIR
+// DIR is a checkpoint folder (its `latest` is used) or a step folder. A command line that does
+// not parse exits 2; a checkpoint or an OUT refused after that, 1.
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -21,8 +25,27 @@
 #include "trainer/io/safetensors.h"
 
 namespace kt = kolo::trainer;
+namespace fs = std::filesystem;
 
 namespace {
+
+constexpr int kExitUsage = 2;
+
+// Whether `inner` is `outer` or lies below it (both canonical).
+bool is_within(const fs::path& inner, const fs::path& outer) {
+  return std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end()).first == outer.end();
+}
+
+// An export written into the checkpoint would replace one of its files (index.json, a shard)
+// or leave a stray one there: OUT's folder must lie outside both the folder named on the
+// command line and the step folder it resolved to.
+void check_outside(const std::string& out, const std::string& path, const std::string& folder) {
+  const fs::path parent = fs::weakly_canonical(fs::absolute(out).parent_path());
+  for (const std::string& ck : {path, folder})
+    KOLO_CHECK_ARG(!is_within(parent, fs::weakly_canonical(fs::absolute(ck))), "export: ", out,
+                   " is inside the checkpoint ", ck, " (its folder resolves to ", parent.string(),
+                   "); write the export elsewhere");
+}
 
 int info(const std::string& folder) {
   const nlohmann::json index = kt::read_checkpoint_index(folder);
@@ -72,7 +95,9 @@ int verify(const std::string& folder) {
   return 0;
 }
 
-int export_weights(const std::string& folder, const std::string& out, const std::string& dtype) {
+int export_weights(const std::string& path, const std::string& folder, const std::string& out,
+                   const std::string& dtype) {
+  check_outside(out, path, folder);
   const nlohmann::json index = kt::read_checkpoint_index(folder);
   const size_t total = index.at("total").get<size_t>();
   std::vector<float> master(total, 0.0f);
@@ -94,6 +119,24 @@ int export_weights(const std::string& folder, const std::string& out, const std:
   return 0;
 }
 
+// CLI11's message with the program's name, exit 2 as kolorun's usage errors. When the first
+// word is not a subcommand CLI11 only says that one is required: the word is named instead.
+int usage_error(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
+  std::string message = e.what(), names;
+  bool known = false;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    known = known || (argc > 1 && sub->check_name(argv[1]));
+  }
+  if (argc == 1)
+    message = "a subcommand is required: " + names;
+  else if (!known)
+    message = std::string(argv[1][0] == '-' ? "unknown option '" : "unknown subcommand '") +
+              argv[1] + "'; the first word is a subcommand: " + names;
+  std::fprintf(stderr, "kolo_ckpt: %s (see kolo_ckpt --help)\n", message.c_str());
+  return kExitUsage;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,12 +153,17 @@ int main(int argc, char** argv) {
   export_cmd->add_option("checkpoint", path, "checkpoint folder or step folder")->required();
   export_cmd->add_option("out", out, "the safetensors file to write")->required();
   export_cmd->add_option("--dtype", dtype, "float32, float16 or bfloat16")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    return usage_error(app, e, argc, argv);
+  }
   try {
     const std::string folder = kt::resolve_checkpoint(path);
     if (info_cmd->parsed()) return info(folder);
     if (verify_cmd->parsed()) return verify(folder);
-    return export_weights(folder, out, dtype);
+    return export_weights(path, folder, out, dtype);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kolo_ckpt: %s\n", e.what());
     return 1;

@@ -115,9 +115,14 @@ class Launcher {
   void setup();
   void spawn(int rank);
   void remove_leftover_segments() const;
-  [[noreturn]] void exec_rank(int rank, int out_fd, int err_fd, int status_fd);
+  [[noreturn]] void exec_rank(int rank, pid_t launcher, int out_fd, int err_fd, int status_fd);
   std::vector<std::string> host_command(int host) const;
   int first_rank() const { return opts_.node_rank * opts_.np; }
+  // What child `i` is, for messages: "rank 5" (the job's rank), or with --hosts "host 1
+  // (10.0.0.2)'s remote shell 'ssh'".
+  std::string child_name(int i) const;
+  // The program child `i` execs: CMD, or with --hosts the remote shell.
+  std::string child_program(int i) const;
   void check_exec(int rank, int status_fd);
   void wait_for_events();
   int poll_timeout_ms() const;
@@ -204,7 +209,7 @@ int Launcher::run() {
     try {
       spawn(i);
     } catch (const Error& e) {
-      std::fprintf(stderr, "kolorun: cannot start rank %d: %s\n", i, e.what());
+      std::fprintf(stderr, "kolorun: cannot start %s: %s\n", child_name(i).c_str(), e.what());
       begin_stop(kExitFailure, SIGTERM);
     }
     handle_signals();  // a Ctrl-C or a failure during a long launch stops it early
@@ -259,8 +264,11 @@ void Launcher::spawn(int rank) {
   sigemptyset(&block);
   for (int sig : {SIGCHLD, SIGINT, SIGTERM}) sigaddset(&block, sig);
   sigprocmask(SIG_BLOCK, &block, &old);
+  // Forked by the main thread, which lives as long as kolorun: the child's parent-death signal
+  // (exec_rank) fires when the forking thread ends, not the process.
+  const pid_t launcher = getpid();
   pid_t pid = fork();
-  if (pid == 0) exec_rank(rank, out[1], err[1], status[1]);
+  if (pid == 0) exec_rank(rank, launcher, out[1], err[1], status[1]);
   int fork_errno = errno;
   if (pid > 0) setpgid(pid, pid);  // the child does it too; whichever runs first wins the race
   sigprocmask(SIG_SETMASK, &old, nullptr);
@@ -285,14 +293,22 @@ void Launcher::spawn(int rank) {
 }
 
 // In the forked child: never returns. kolorun is single-threaded, so setenv is safe here.
-void Launcher::exec_rank(int rank, int out_fd, int err_fd, int status_fd) {
+void Launcher::exec_rank(int rank, pid_t launcher, int out_fd, int err_fd, int status_fd) {
   // Its own process group lets kolorun signal the rank together with anything it starts; the
   // terminal's Ctrl-C then reaches only kolorun, which forwards it once.
   setpgid(0, 0);
+#ifdef __linux__
+  // A kolorun that dies without stopping its job (SIGKILL, a crash) takes the rank (with
+  // --hosts: the remote shell) along: SIGTERM, kept across exec. Set while SIGTERM is still
+  // blocked, so it waits for the default action restored below.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+#endif
   for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGPIPE}) signal(sig, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
+  // kolorun died between fork and prctl: the signal will never come, so end as if it had.
+  if (getppid() != launcher) raise(SIGTERM);
   if (fd_limit_) setrlimit(RLIMIT_NOFILE, &*fd_limit_);
   // stdin is /dev/null: a rank outside the terminal's foreground group would stop on reading it.
   int null_fd = open("/dev/null", O_RDONLY);
@@ -374,9 +390,23 @@ void Launcher::check_exec(int rank, int status_fd) {
   } while (n < 0 && errno == EINTR);
   close(status_fd);
   if (n != static_cast<ssize_t>(sizeof e)) return;
-  std::fprintf(stderr, "kolorun: rank %d: cannot execute '%s': %s\n", rank, opts_.cmd[0],
-               std::strerror(e));
+  if (opts_.hosts.empty())
+    std::fprintf(stderr, "kolorun: %s: cannot execute '%s': %s\n", child_name(rank).c_str(),
+                 opts_.cmd[0], std::strerror(e));
+  else
+    std::fprintf(stderr, "kolorun: cannot execute %s: %s\n", child_name(rank).c_str(),
+                 std::strerror(e));
   begin_stop(e == ENOENT ? 127 : 126, SIGTERM);
+}
+
+std::string Launcher::child_program(int i) const {
+  return opts_.hosts.empty() ? std::string(opts_.cmd[0]) : host_command(i).at(0);
+}
+
+std::string Launcher::child_name(int i) const {
+  if (opts_.hosts.empty()) return "rank " + std::to_string(first_rank() + i);
+  return "host " + std::to_string(i) + " (" + opts_.hosts[static_cast<size_t>(i)] +
+         ")'s remote shell '" + child_program(i) + "'";
 }
 
 void Launcher::wait_for_events() {
@@ -453,11 +483,12 @@ void Launcher::on_rank_exit(Rank& r, int rank, int status) {
   // While stopping, exits are the expected result of the stop; the first failure is the cause.
   if (stopping_) return;
   if (WIFEXITED(status)) {
-    std::fprintf(stderr, "kolorun: rank %d exited with code %d\n", rank, WEXITSTATUS(status));
+    std::fprintf(stderr, "kolorun: %s exited with code %d\n", child_name(rank).c_str(),
+                 WEXITSTATUS(status));
     begin_stop(WEXITSTATUS(status), SIGTERM, kSettle);
   } else {
     int sig = WTERMSIG(status);
-    std::fprintf(stderr, "kolorun: rank %d killed by signal %d (%s)\n", rank, sig,
+    std::fprintf(stderr, "kolorun: %s killed by signal %d (%s)\n", child_name(rank).c_str(), sig,
                  signal_name(sig).c_str());
     begin_stop(128 + sig, SIGTERM, kSettle);
   }
@@ -479,8 +510,8 @@ void Launcher::begin_stop(int exit_code, int sig, Clock::duration delay) {
 void Launcher::kill_stragglers(bool deadline) {
   for (size_t i = 0; i < ranks_.size() && deadline; ++i)
     if (ranks_[i].running)
-      std::fprintf(stderr, "kolorun: rank %zu still running %gs after SIGTERM; sending SIGKILL\n",
-                   i, opts_.grace_s);
+      std::fprintf(stderr, "kolorun: %s still running %gs after SIGTERM; sending SIGKILL\n",
+                   child_name(static_cast<int>(i)).c_str(), opts_.grace_s);
   signal_groups(SIGKILL);
   stopping_ = killed_ = true;
 }

@@ -27,7 +27,8 @@ KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_ADDR, KOLO_PORT, KO
 (kept if already set) and KOLO_LAUNCHER=kolorun; and OMP_NUM_THREADS and OPENBLAS_NUM_THREADS
 unless set: the CPUs kolorun may use divided by N (at least 1), so that the ranks' math
 libraries do not each start a thread per CPU. When a rank fails, the other ranks are stopped
-and kolorun exits with the failed rank's exit code, or 128+S if signal S killed it.
+and kolorun exits with the failed rank's exit code, or 128+S if signal S killed it. If kolorun
+itself dies (even by SIGKILL), each rank (with --hosts: each remote shell) gets SIGTERM.
 
 options:
   -np N, -n N   number of ranks on this host (per host with --hosts), in [1, 1024]
@@ -38,9 +39,10 @@ options:
   --nnodes H    torchrun-style, one kolorun per host: H hosts of -np N ranks each; this host
   --node-rank I   runs ranks I*N .. I*N+N-1; needs --addr, and the same KOLO_SECRET (or
                 KOLO_SECRET_FILE) on every host
-  --hosts LIST  from one place: host:count,... (the same count on each), one kolorun per host
-                started through --rsh with --nnodes/--node-rank; rendezvous at the first host
-                (an IPv4 address) or --addr; a fresh KOLO_SECRET is passed on the command line
+  --hosts LIST  from one place: host:count,... (the same count on each; -np, if given, must
+                be that count), one kolorun per host started through --rsh with
+                --nnodes/--node-rank; rendezvous at the first host (an IPv4 address) or
+                --addr; a fresh KOLO_SECRET is passed on the command line
   --rsh T       remote-shell template for --hosts, {host} replaced (default "ssh {host}";
                 test bed: "scripts/testbed.sh exec {host}")
   --bind B      none (default), core (each rank its share of the cores: cores / N of them,
@@ -96,6 +98,8 @@ std::string check_addr(const std::string& addr) {
 std::optional<Options> parse_options(int argc, char** argv) {
   Options opts;
   std::set<std::string> given;  // each option once: "-np 2 -np 3" is a mistake, not "3"
+  std::string hosts_text;
+  int per_host = 0;  // --hosts' count of ranks on each host
   int i = 1;
   for (; i < argc; ++i) {
     std::string arg = argv[i], name = arg;
@@ -140,10 +144,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
       opts.node_rank = static_cast<int>(
           env::parse_int(value("an integer in [0, 1023]"), "--node-rank", 0, 1023));
     } else if (name == "--hosts") {
-      const int per_host = parse_hosts(value("host:count,..."), &opts.hosts);
-      KOLO_CHECK_ARG(opts.np == 0 || opts.np == per_host, "--hosts gives ", per_host,
-                     " ranks per host but -np says ", opts.np);
-      opts.np = per_host;
+      hosts_text = value("host:count,...");
+      per_host = parse_hosts(hosts_text, &opts.hosts);
     } else if (name == "--rsh") {
       opts.rsh = value("a command template with {host}");
       KOLO_CHECK_ARG(opts.rsh.find("{host}") != std::string::npos, "--rsh '", opts.rsh,
@@ -159,6 +161,14 @@ std::optional<Options> parse_options(int argc, char** argv) {
       KOLO_THROW(ErrorCode::kInvalidArgument, "unknown option '", arg,
                  "'; accepted: ", kOptionList);
     }
+  }
+  // --hosts counts the ranks itself; -np may repeat that count, in either order, but not
+  // change it (which count would the user mean?).
+  if (per_host > 0) {
+    KOLO_CHECK_ARG(opts.np == 0 || opts.np == per_host, "--hosts ", hosts_text, " gives ", per_host,
+                   " ranks per host but -np says ", opts.np,
+                   "; give the same count or leave -np out");
+    opts.np = per_host;
   }
   KOLO_CHECK_ARG(opts.np > 0, "-np N is required: the number of ranks, an integer in [1, 1024]");
   KOLO_CHECK_ARG(opts.hosts.empty() || opts.nnodes == 1,

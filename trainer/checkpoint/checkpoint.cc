@@ -265,17 +265,28 @@ std::string resolve_checkpoint(const std::string& path) {
   CHECK_OR_THROW(fs::exists(fs::symlink_status(latest, ec)), ErrorCode::kInvalidArgument,
                  "checkpoint: ", path,
                  " holds neither index.json (a step folder) nor latest (a checkpoint folder)");
+  // A symbolic link loop is there but cannot be followed: not "missing".
+  (void)fs::status(latest, ec);
+  CHECK_OR_THROW(!ec || ec == std::errc::no_such_file_or_directory, ErrorCode::kInvalidArgument,
+                 "checkpoint: ", latest.string(), " is a symbolic link that cannot be resolved (",
+                 ec.message(), ")");
   // One step folder's name and a newline.
   const std::string text = read_file_bytes(latest, "checkpoint pointer", 4096);
   const std::string name = text.substr(0, text.find('\n'));
+  // Quoted with escapes, so that a "\r" or a space the name carries shows.
+  auto shown = [](const std::string& n) {
+    return nlohmann::json(n.size() > 64 ? n.substr(0, 64) + "..." : n)
+        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
   // A step folder's own name ("step-000100"), never a path elsewhere.
   CHECK_OR_THROW(
       name.size() <= 255 && name.find('/') == std::string::npos && name != "." && name != "..",
       ErrorCode::kInvalidArgument, "checkpoint: ", latest.string(),
-      " does not name a step folder (", name.size() > 64 ? name.substr(0, 64) + "..." : name, ")");
+      " does not name a step folder (", shown(name), ")");
   const fs::path folder = fs::path(path) / name;
-  CHECK_OR_THROW(!name.empty() && fs::exists(folder / "index.json"), ErrorCode::kInvalidArgument,
-                 "checkpoint: ", latest.string(), " names '", name, "', which has no index.json");
+  CHECK_OR_THROW(!name.empty() && fs::exists(folder / "index.json", ec),
+                 ErrorCode::kInvalidArgument, "checkpoint: ", latest.string(), " names ",
+                 shown(name), ", which has no index.json");
   return folder.string();
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "comm/base/error.h"
@@ -57,10 +58,15 @@ void check_file_name(const std::string& name) {
 
 void check_layout(const Fields& root, size_t total) {
   const nlohmann::json& layout = root.array("layout");
+  // A model has tensors: an empty layout would export an empty file and load nothing.
+  KOLO_CHECK_ARG(!layout.empty(), "layout: empty; a checkpoint holds at least one tensor");
+  std::map<std::string, size_t> names;  // each tensor once: a name is how it is exported
   size_t end = 0;  // of the previous tensor: offsets increase, tensors never overlap
   for (size_t i = 0; i < layout.size(); ++i) {
     const Fields t = root.item(layout[i], "layout[" + std::to_string(i) + "]");
-    t.text("name");
+    const auto [first, fresh] = names.emplace(t.text("name"), i);
+    KOLO_CHECK_ARG(fresh, t.s.key_path("name"), ": '", first->first,
+                   "' is also the name of layout[", first->second, "]");
     const nlohmann::json& shape = t.array("shape");
     double elements = 1;
     for (const nlohmann::json& d : shape) {
@@ -83,6 +89,7 @@ void check_files(const Fields& root, size_t total, int64_t world) {
   const Fields files = root.object("files");
   KOLO_CHECK_ARG(files.s.has("model.safetensors"), "files: model.safetensors is not listed");
   std::vector<std::pair<size_t, size_t>> ranges;
+  std::map<int64_t, std::string> ranks;  // each rank's shard once
   for (const auto& [name, value] : files.s.json().items()) {
     check_file_name(name);
     const Fields f = root.item(value, "files." + name);
@@ -90,7 +97,9 @@ void check_files(const Fields& root, size_t total, int64_t world) {
                    ": not a SHA-256 in hex (64 characters)");
     const auto bytes = static_cast<double>(f.integer("bytes", Range::at_least(0)));
     if (!f.s.has("begin")) continue;
-    f.integer("rank", Range::half_open(0, static_cast<double>(world)));
+    const int64_t rank = f.integer("rank", Range::half_open(0, static_cast<double>(world)));
+    const auto [other, fresh] = ranks.emplace(rank, name);
+    KOLO_CHECK_ARG(fresh, f.s.key_path("rank"), ": ", rank, " is also the rank of ", other->second);
     const auto begin = static_cast<size_t>(f.integer("begin", Range::closed(0, double(total))));
     const auto end =
         static_cast<size_t>(f.integer("end", Range::closed(double(begin), double(total))));
@@ -111,6 +120,30 @@ void check_files(const Fields& root, size_t total, int64_t world) {
                  world, " and total ", total, " need ", world, " covering [0, ", total, ")");
 }
 
+// The buffers a checkpoint of each optimizer holds: "master", then the optimizer's states
+// (trainer/optim: Optimizer::name() and state(); SGD keeps none without momentum).
+void check_optimizer(const Fields& root) {
+  static const std::map<std::string, std::vector<std::vector<std::string>>> kBuffers = {
+      {"AdamW", {{"master", "exp_avg", "exp_avg_sq"}}},
+      {"Adam", {{"master", "exp_avg", "exp_avg_sq"}}},
+      {"SGD", {{"master", "momentum_buffer"}, {"master"}}}};
+  const std::string optimizer = root.text("optimizer", {"AdamW", "Adam", "SGD"});
+  const std::vector<std::vector<std::string>>& accepted = kBuffers.at(optimizer);
+  const nlohmann::json& buffers = root.array("buffers");
+  std::vector<std::string> names;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const std::string key = "buffers[" + std::to_string(i) + "]";
+    KOLO_CHECK_ARG(buffers[i].is_string(), key, ": ", buffers[i].dump(), " is not a name");
+    names.push_back(buffers[i].get<std::string>());
+    KOLO_CHECK_ARG(std::count(accepted[0].begin(), accepted[0].end(), names.back()) == 1, key, ": ",
+                   buffers[i].dump(), " is not a buffer of ", optimizer, " (",
+                   nlohmann::json(accepted[0]).dump(), ")");
+  }
+  KOLO_CHECK_ARG(std::count(accepted.begin(), accepted.end(), names) == 1,
+                 "buffers: ", buffers.dump(), " is not what ", optimizer, " writes (",
+                 nlohmann::json(accepted).dump(), ")");
+}
+
 }  // namespace
 
 void check_checkpoint_index(const nlohmann::json& index, const std::string& path) {
@@ -126,10 +159,7 @@ void check_checkpoint_index(const nlohmann::json& index, const std::string& path
     const int64_t world = root.integer("world_size", Range::closed(1, 1 << 20));
     root.integer("stage", Range::closed(0, 3));
     root.text("dtype", {"float32", "float16", "bfloat16"});
-    root.text("optimizer");
     root.integer("optimizer_step", Range::at_least(0));
-    for (const nlohmann::json& b : root.array("buffers"))
-      KOLO_CHECK_ARG(b.is_string(), "buffers: ", b.dump(), " is not a name");
     const Fields scaler = root.object("loss_scaler");
     scaler.number("scale", Range::above(0));
     for (const char* key : {"clean_steps", "hysteresis_left", "skipped_steps"})
@@ -137,6 +167,7 @@ void check_checkpoint_index(const nlohmann::json& index, const std::string& path
     const auto total = static_cast<size_t>(root.integer("total", Range::closed(0, kMaxElements)));
     check_layout(root, total);
     check_files(root, total, world);
+    check_optimizer(root);
   } catch (const Error& e) {
     KOLO_THROW(ErrorCode::kInvalidArgument, path, ": ", e.message());
   }
