@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <exception>
 #include <numeric>
 #include <thread>
 
@@ -50,15 +51,35 @@ Engine::Impl::Impl(std::shared_ptr<Communicator> comm, EngineOptions opts)
   check_settings_agree();
   sets_.push_back(std::make_shared<ProcessSet>(0, world_->split(0, world_->rank()), options_));
   set_ranks_.push_back("all " + std::to_string(world_->size()));
-  if (!options_.timeline_path.empty()) {
-    timeline_.start(timeline::timeline_path_for_rank(options_.timeline_path, world_->rank()),
-                    world_->rank());
-  }
+  start_timeline_everywhere();
   executor_ = std::make_unique<Executor>(options_, &timeline_, &stats_);
   driver_ = std::make_shared<Driver>();
   driver_->impl = this;
   driver_->help = &Impl::help;
   thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::Impl::start_timeline_everywhere() {
+  // Every rank learns whether every rank's file opened: a rank that could not open its own (a
+  // directory, a full disk, KOLO_TIMELINE set on that rank only) failed here, and the others
+  // waited for it in their first op until the timeout, with a message that did not say why.
+  std::exception_ptr mine;
+  if (!options_.timeline_path.empty()) {
+    try {
+      timeline_.start(timeline::timeline_path_for_rank(options_.timeline_path, world_->rank()),
+                      world_->rank());
+    } catch (const Error&) {
+      mine = std::current_exception();
+    }
+  }
+  int64_t failed = mine ? world_->rank() : -1;
+  world_->allreduce(&failed, &failed, 1, DType::kInt64, ReduceOp::kMax);
+  if (mine) std::rethrow_exception(mine);
+  if (failed >= 0) {
+    timeline_.stop();
+    KOLO_THROW(ErrorCode::kIo, "rank ", failed,
+               " could not open its timeline file (KOLO_TIMELINE); its own message says why");
+  }
 }
 
 void Engine::Impl::check_settings_agree() {

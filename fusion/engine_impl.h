@@ -57,6 +57,9 @@ class Engine::Impl {
  private:
   // Settings every rank must share, compared at construction (kMismatch naming both values).
   void check_settings_agree();
+  // Opens each rank's timeline file where KOLO_TIMELINE names one; fails on every rank when any
+  // rank's could not be opened.
+  void start_timeline_everywhere();
   // Parts of submit and submit_all (mutex_ held): the checks that need the set, a name still
   // pending in the set, queueing.
   void check_set(int set);

@@ -328,6 +328,32 @@ TEST(Engine, InWaiterModeAnOpNobodyWaitsForStillCompletes) {
   });
 }
 
+TEST(Engine, ATimelineOneRankCannotOpenFailsEveryRank) {
+  // Rank 0's path is a directory. Rank 1's engine started, and its first op waited for rank 0
+  // until the timeout; now both fail at once, rank 1 naming rank 0, and both can start over.
+  const std::string dir = ::testing::TempDir();
+  auto messages = run_thread_ranks(2, TransportKind::kShm, [&](Communicator& comm) {
+    EngineOptions o = quick_options();
+    o.timeline_path = comm.rank() == 0 ? dir : dir + "/kolo_timeline_rank1.json";
+    std::string message;
+    try {
+      Engine eng(borrowed(comm), o);
+    } catch (const Error& e) {
+      message = e.what();
+    }
+    Engine eng(borrowed(comm), quick_options());
+    std::vector<float> f(4, 1.0f);
+    TensorView fv{f.data(), DType::kFloat32, {4}};
+    eng.allreduce("after", fv, fv).check();
+    EXPECT_EQ(f[0], 2.0f);
+    return message;
+  });
+  EXPECT_NE(messages[0].find("timeline"), std::string::npos) << messages[0];
+  EXPECT_NE(messages[1].find("rank 0 could not open its timeline file"), std::string::npos)
+      << messages[1];
+  std::remove((dir + "/kolo_timeline_rank1.json.rank1").c_str());
+}
+
 TEST(Engine, StallShutdownNamesTheMissingRank) {
   run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
     EngineOptions o = quick_options();
