@@ -62,9 +62,9 @@ void require(bool cond, const std::string& message) {
   if (!cond) invalid(message);
 }
 
-void same_dtype(const Buffer& a, const Buffer& b) {
-  require(a.dtype == b.dtype,
-          std::string("send is ") + dtype_name(a.dtype) + " but recv is " + dtype_name(b.dtype));
+void same_dtype(const Buffer& a, const Buffer& b, const char* op) {
+  require(a.dtype == b.dtype, std::string(op) + ": send is " + dtype_name(a.dtype) +
+                                  " but recv is " + dtype_name(b.dtype));
 }
 
 // Runs `fn` on the communicator with the GIL dropped, one Python thread at a time.
@@ -93,7 +93,7 @@ PyCommunicator init(std::optional<std::string> transport, std::optional<double> 
 
 void allreduce(PyCommunicator& c, const py::buffer& send, const py::buffer& recv, ReduceOp op) {
   Buffer s = buffer_of(send, false, "send"), r = buffer_of(recv, true, "recv");
-  same_dtype(s, r);
+  same_dtype(s, r, "allreduce");
   require(s.count == r.count, "allreduce: send has " + std::to_string(s.count) +
                                   " elements, recv " + std::to_string(r.count));
   locked(c, [&](Communicator& comm) { comm.allreduce(s.data, r.data, s.count, s.dtype, op); });
@@ -102,7 +102,7 @@ void allreduce(PyCommunicator& c, const py::buffer& send, const py::buffer& recv
 void reduce_scatter(PyCommunicator& c, const py::buffer& send, const py::buffer& recv,
                     ReduceOp op) {
   Buffer s = buffer_of(send, false, "send"), r = buffer_of(recv, true, "recv");
-  same_dtype(s, r);
+  same_dtype(s, r, "reduce_scatter");
   const size_t n = static_cast<size_t>(c.comm->size());
   require(s.count == r.count * n,
           "reduce_scatter: send must hold size() * len(recv) = " + std::to_string(r.count * n) +
@@ -112,7 +112,7 @@ void reduce_scatter(PyCommunicator& c, const py::buffer& send, const py::buffer&
 
 void allgather(PyCommunicator& c, const py::buffer& send, const py::buffer& recv) {
   Buffer s = buffer_of(send, false, "send"), r = buffer_of(recv, true, "recv");
-  same_dtype(s, r);
+  same_dtype(s, r, "allgather");
   const size_t n = static_cast<size_t>(c.comm->size());
   require(r.count == s.count * n,
           "allgather: recv must hold size() * len(send) = " + std::to_string(s.count * n) +
@@ -122,7 +122,7 @@ void allgather(PyCommunicator& c, const py::buffer& send, const py::buffer& recv
 
 void alltoall(PyCommunicator& c, const py::buffer& send, const py::buffer& recv) {
   Buffer s = buffer_of(send, false, "send"), r = buffer_of(recv, true, "recv");
-  same_dtype(s, r);
+  same_dtype(s, r, "alltoall");
   const size_t n = static_cast<size_t>(c.comm->size());
   require(s.count == r.count && s.count % n == 0,
           "alltoall: send and recv must hold the same multiple of size() elements (" +
