@@ -14,8 +14,7 @@ enum class Kind { kSum, kMin, kMax, kProduct, kBand, kBor, kBxor };
 
 // Each dtype is a "lane" type: Elem is what memory holds, Vec what the op computes on, kWidth
 // how many elements one Vec covers, load/store convert between them, and sum/min/max/product
-// are the ops. min/max keep scalar.cc's `a < b ? a : b` / `a > b ? a : b`, which is exactly
-// what minps/maxps(a, b) compute, NaN and signed zeros included.
+// are the ops. min/max keep scalar.cc's rule: minps/maxps(a, b), with a NaN in a kept.
 struct Float32 {
   using Elem = float;
   using Vec = __m256;
@@ -23,8 +22,12 @@ struct Float32 {
   static Vec load(const Elem* p) { return _mm256_loadu_ps(p); }
   static void store(Elem* p, Vec v) { _mm256_storeu_ps(p, v); }
   static Vec sum(Vec a, Vec b) { return _mm256_add_ps(a, b); }
-  static Vec min(Vec a, Vec b) { return _mm256_min_ps(a, b); }
-  static Vec max(Vec a, Vec b) { return _mm256_max_ps(a, b); }
+  // minps/maxps give b when either is NaN: a NaN in a is put back (scalar.cc's Min and Max).
+  static Vec keep_nan(Vec a, Vec r) {
+    return _mm256_blendv_ps(r, a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+  }
+  static Vec min(Vec a, Vec b) { return keep_nan(a, _mm256_min_ps(a, b)); }
+  static Vec max(Vec a, Vec b) { return keep_nan(a, _mm256_max_ps(a, b)); }
   static Vec product(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
   static Vec splat(float x) { return _mm256_set1_ps(x); }
   static Vec divide(Vec a, Vec b) { return _mm256_div_ps(a, b); }
@@ -37,8 +40,11 @@ struct Float64 {
   static Vec load(const Elem* p) { return _mm256_loadu_pd(p); }
   static void store(Elem* p, Vec v) { _mm256_storeu_pd(p, v); }
   static Vec sum(Vec a, Vec b) { return _mm256_add_pd(a, b); }
-  static Vec min(Vec a, Vec b) { return _mm256_min_pd(a, b); }
-  static Vec max(Vec a, Vec b) { return _mm256_max_pd(a, b); }
+  static Vec keep_nan(Vec a, Vec r) {
+    return _mm256_blendv_pd(r, a, _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
+  }
+  static Vec min(Vec a, Vec b) { return keep_nan(a, _mm256_min_pd(a, b)); }
+  static Vec max(Vec a, Vec b) { return keep_nan(a, _mm256_max_pd(a, b)); }
   static Vec product(Vec a, Vec b) { return _mm256_mul_pd(a, b); }
   static Vec splat(double x) { return _mm256_set1_pd(x); }
   static Vec divide(Vec a, Vec b) { return _mm256_div_pd(a, b); }

@@ -13,7 +13,7 @@ namespace {
 enum class Kind { kSum, kMin, kMax, kProduct, kBand, kBor, kBxor };
 
 // Lane types as in avx2.cc: Elem in memory, Vec computed on, kWidth elements per Vec. min/max
-// are minps/maxps(a, b), i.e. scalar.cc's `a < b ? a : b` / `a > b ? a : b`, NaN included.
+// are minps/maxps(a, b) with a NaN in a kept: scalar.cc's Min and Max.
 struct Float32 {
   using Elem = float;
   using Vec = __m512;
@@ -21,8 +21,12 @@ struct Float32 {
   static Vec load(const Elem* p) { return _mm512_loadu_ps(p); }
   static void store(Elem* p, Vec v) { _mm512_storeu_ps(p, v); }
   static Vec sum(Vec a, Vec b) { return _mm512_add_ps(a, b); }
-  static Vec min(Vec a, Vec b) { return _mm512_min_ps(a, b); }
-  static Vec max(Vec a, Vec b) { return _mm512_max_ps(a, b); }
+  // minps/maxps give b when either is NaN: a NaN in a is put back (scalar.cc's Min and Max).
+  static Vec keep_nan(Vec a, Vec r) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), r, a);
+  }
+  static Vec min(Vec a, Vec b) { return keep_nan(a, _mm512_min_ps(a, b)); }
+  static Vec max(Vec a, Vec b) { return keep_nan(a, _mm512_max_ps(a, b)); }
   static Vec product(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
   static Vec splat(float x) { return _mm512_set1_ps(x); }
   static Vec divide(Vec a, Vec b) { return _mm512_div_ps(a, b); }
@@ -35,8 +39,11 @@ struct Float64 {
   static Vec load(const Elem* p) { return _mm512_loadu_pd(p); }
   static void store(Elem* p, Vec v) { _mm512_storeu_pd(p, v); }
   static Vec sum(Vec a, Vec b) { return _mm512_add_pd(a, b); }
-  static Vec min(Vec a, Vec b) { return _mm512_min_pd(a, b); }
-  static Vec max(Vec a, Vec b) { return _mm512_max_pd(a, b); }
+  static Vec keep_nan(Vec a, Vec r) {
+    return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), r, a);
+  }
+  static Vec min(Vec a, Vec b) { return keep_nan(a, _mm512_min_pd(a, b)); }
+  static Vec max(Vec a, Vec b) { return keep_nan(a, _mm512_max_pd(a, b)); }
   static Vec product(Vec a, Vec b) { return _mm512_mul_pd(a, b); }
   static Vec splat(double x) { return _mm512_set1_pd(x); }
   static Vec divide(Vec a, Vec b) { return _mm512_div_pd(a, b); }

@@ -67,13 +67,16 @@ struct Product {
   }
 };
 
-// Min and max are exactly x86's minps / maxps: `a < b ? a : b` and `a > b ? a : b`. Every ISA
-// uses this form so results are bit-identical. Consequences for floats: if either operand is
-// NaN the result is b (a NaN in b propagates, a NaN in a is dropped), and for -0 vs +0 the
-// result is b too.
+// Min and max are x86's minps / maxps (`a < b ? a : b`, `a > b ? a : b`) except that a NaN in
+// a is kept: a NaN on any rank reaches the result whichever rank holds it (as torch's maximum
+// and minimum do; with minps alone only a NaN from the rank reduced last survived, so a NaN
+// check by MAX missed the others). Every ISA uses this form so results are bit-identical; for
+// -0 vs +0 the result is b.
 struct Min {
   template <typename T>
   T operator()(T a, T b) const {
+    if constexpr (!std::is_integral_v<T>)
+      if (a != a) return a;
     return a < b ? a : b;
   }
 };
@@ -81,6 +84,8 @@ struct Min {
 struct Max {
   template <typename T>
   T operator()(T a, T b) const {
+    if constexpr (!std::is_integral_v<T>)
+      if (a != a) return a;
     return a > b ? a : b;
   }
 };
