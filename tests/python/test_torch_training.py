@@ -139,6 +139,13 @@ def test_distributed_optimizer_refuses_what_horovod_refuses():
                                  gradient_predivide_factor=2.0)
     with pytest.raises(NotImplementedError, match="Adasum"):
         hvd.DistributedOptimizer(torch.optim.SGD([p], lr=1), op=hvd.Adasum)
+    # In groups, a parameter twice (accepted, it was submitted twice under one name at the
+    # first step, leaving the name pending for later optimizers) and a non-tensor.
+    for groups in ([[p], [p, q]], [[p, p], [q]]):
+        with pytest.raises(ValueError, match="A parameter can only appear once in groups"):
+            hvd.DistributedOptimizer(torch.optim.SGD([p, q], lr=1), groups=groups)
+    with pytest.raises(ValueError, match="groups must consist of torch.Tensor"):
+        hvd.DistributedOptimizer(torch.optim.SGD([p, q], lr=1), groups=[[1, 2]])
 
 
 def in_kolo_shared_memory(tensor):

@@ -41,7 +41,8 @@ struct P2p::Channel {
   }
 
   // Runs one message on the worker: a broadcast from the sender. kolo's errors say which
-  // message (in them, rank 0 is the sender and rank 1 the receiver).
+  // message; the channel's own message numbers its two ranks, which the text says, since they
+  // are not the group's ("lost rank 0" on the group's rank 0 meant its peer, the sender).
   void transfer(const Buffer& b) {
     Communicator& c = communicator();
     try {
@@ -50,7 +51,10 @@ struct P2p::Channel {
     } catch (const Error& e) {
       std::string why = name + ": ";
       if (e.code() == ErrorCode::kMismatch) why += "the send and the recv differ in size: ";
-      throw Error(e.code(), why + e.message());
+      if (e.code() == ErrorCode::kPeerLost) why += "the peer was lost: ";
+      throw Error(
+          e.code(),
+          why + "(in the channel's numbering, rank 0 sends and rank 1 receives) " + e.message());
     }
   }
 

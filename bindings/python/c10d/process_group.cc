@@ -33,13 +33,14 @@ std::vector<size_t> split_counts(const at::Tensor& t, const std::vector<int64_t>
   }
   KOLO_CHECK_ARG(splits.size() == static_cast<size_t>(size), "alltoall_base: ", what,
                  " splits has ", splits.size(), " entries; expected one per rank (", size, ")");
+  for (int64_t s : splits)  // every negative one named, wherever it is in the list
+    KOLO_CHECK_ARG(s >= 0, "alltoall_base: ", what, " split ", s, " is negative");
   int64_t total = 0;
   std::vector<size_t> result;
   for (int64_t s : splits) {
     // Each split at most the rows there are, so neither the sum nor s * per_row can wrap.
-    KOLO_CHECK_ARG(s >= 0 && s <= rows, "alltoall_base: ", what, " split ", s,
-                   s < 0 ? " is negative" : " is more than the tensor's rows (", rows,
-                   s < 0 ? "" : ")");
+    KOLO_CHECK_ARG(s <= rows, "alltoall_base: ", what, " split ", s,
+                   " is more than the tensor's rows (", rows, ")");
     total += s;
     result.push_back(static_cast<size_t>(s) * per_row);
   }

@@ -95,7 +95,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             return [tuple(params[i:i + size]) for i in range(0, len(params), size)]
         known = set(params)
         out = []
-        for g in groups:
+        group_of = {}  # id of each parameter seen -> its group
+        for i, g in enumerate(groups):
+            for p in g:
+                if not isinstance(p, torch.Tensor):
+                    raise ValueError("groups must consist of torch.Tensor: group %d holds a %s"
+                                     % (i, type(p).__name__))
+                if id(p) in group_of:  # its gradient would be submitted twice under one name
+                    raise ValueError("A parameter can only appear once in groups: one of shape %s "
+                                     "is in group %d and group %d"
+                                     % (list(p.shape), group_of[id(p)], i))
+                group_of[id(p)] = i
             members = tuple(p for p in g if p in known)
             if members:
                 out.append(members)
