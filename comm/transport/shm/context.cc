@@ -450,14 +450,16 @@ void ShmContext::publish_waiting_call() {
   const CallSignature& mine = call();
   if (mine.seq == published_wait_seq_) return;
   published_wait_seq_ = mine.seq;
+  // A seqlock without fences (ThreadSanitizer has none): each word is a release store, so the
+  // odd version before it is visible to whoever reads the word; the reader's acquire loads of
+  // the words keep its second version load after them.
   SegmentHeader* self = header(rank_);
   const uint64_t version = self->waiting_version.load(std::memory_order_relaxed);
   self->waiting_version.store(version + 1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  self->waiting_call[0].store(mine.seq, std::memory_order_relaxed);
-  self->waiting_call[1].store(mine.bytes, std::memory_order_relaxed);
+  self->waiting_call[0].store(mine.seq, std::memory_order_release);
+  self->waiting_call[1].store(mine.bytes, std::memory_order_release);
   self->waiting_call[2].store(mine.kind | uint64_t{static_cast<uint32_t>(mine.root)} << 32,
-                              std::memory_order_relaxed);
+                              std::memory_order_release);
   self->waiting_version.store(version + 2, std::memory_order_release);
 }
 
@@ -466,10 +468,9 @@ void ShmContext::check_peer_call(int peer) const {
   const uint64_t before = h->waiting_version.load(std::memory_order_acquire);
   if (before % 2 != 0) return;  // being written: looked at again at the next check
   CallSignature theirs;
-  theirs.seq = h->waiting_call[0].load(std::memory_order_relaxed);
-  theirs.bytes = h->waiting_call[1].load(std::memory_order_relaxed);
-  const uint64_t kind_root = h->waiting_call[2].load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
+  theirs.seq = h->waiting_call[0].load(std::memory_order_acquire);
+  theirs.bytes = h->waiting_call[1].load(std::memory_order_acquire);
+  const uint64_t kind_root = h->waiting_call[2].load(std::memory_order_acquire);
   if (h->waiting_version.load(std::memory_order_relaxed) != before) return;
   theirs.kind = static_cast<uint32_t>(kind_root);
   theirs.root = static_cast<int32_t>(static_cast<uint32_t>(kind_root >> 32));
