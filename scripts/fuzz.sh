@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 
 all=(fuzz_store_protocol fuzz_handshake fuzz_engine_wire fuzz_safetensors fuzz_config fuzz_mail
      fuzz_checkpoint_index)
-if [ $# -lt 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]]; then
+# SECONDS >= 1: libFuzzer reads -max_total_time=0 as no limit.
+if [ $# -lt 2 ] || ! [[ "$2" =~ ^[1-9][0-9]*$ ]]; then
   echo "usage: $0 TARGET|all SECONDS [libFuzzer arguments...]  (targets: ${all[*]})" >&2
   exit 2
 fi

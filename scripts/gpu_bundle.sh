@@ -13,9 +13,16 @@ build=${1:-build}
 out=${2:-build-gpu-bundle}
 programs=(tests/gpu/kolo_gpu_trainer_tests tests/gpu/kolo_gpu_nccl_tests
           tests/gpu/kolo_gpu_engine_tests benchmarks/engine_overhead benchmarks/trainer_throughput)
+# The folder is replaced: only one this script made (its marker inside) or an empty one, never a
+# folder of the user's (or the build folder) given by mistake.
+if [ -e "$out" ] && [ ! -f "$out/.kolo_gpu_bundle" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
+  echo "gpu_bundle: $out exists and is not a bundle this script made: name an empty or new folder" >&2
+  exit 2
+fi
 cmake --build "$build" --target "${programs[@]##*/}"
 rm -rf "$out"
 mkdir -p "$out/lib"
+touch "$out/.kolo_gpu_bundle"
 for program in "${programs[@]}"; do
   name=${program##*/}
   cp "$build/$program" "$out/$name"

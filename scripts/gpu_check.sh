@@ -77,11 +77,14 @@ fi
 # BERT-base, seq 128, fp16 on the GPU: forward + backward, then with the optimizer step (AdamW
 # on the device), the GEMMs against the backend's own 8192^3 rate (issue 17, point 4).
 if [[ -x $bundle/trainer_throughput ]]; then
-  for extra in "" "--train"; do
-    LD_LIBRARY_PATH=$bundle/lib:$cuda_lib:${LD_LIBRARY_PATH:-} timeout 240 \
-      "$bundle/trainer_throughput" --device cuda --preset base --batch 32 --seq 128 \
-      --dtypes float16 bfloat16 --threads "$(nproc)" $extra
-  done | tee "$out/bert_base.log" || status=1
+  # Each run's status counts (the loop's alone was its last run's).
+  (failed=0
+   for extra in "" "--train"; do
+     LD_LIBRARY_PATH=$bundle/lib:$cuda_lib:${LD_LIBRARY_PATH:-} timeout 240 \
+       "$bundle/trainer_throughput" --device cuda --preset base --batch 32 --seq 128 \
+       --dtypes float16 bfloat16 --threads "$(nproc)" $extra || failed=1
+   done
+   exit $failed) | tee "$out/bert_base.log" || status=1
 else
   echo "trainer_throughput: not run (no $bundle)" >"$out/bert_base.log"
 fi
@@ -89,11 +92,13 @@ fi
 # IdiomaticBertMlm, the image's python3): stored in fp16 / bf16 as kolo's, and the usual
 # fp32 model under autocast.
 if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-  for mode in "--dtype float16" "--dtype bfloat16" "--dtype float16 --amp" "--dtype bfloat16 --amp"; do
-    # shellcheck disable=SC2086  # mode is two or three words
-    timeout 120 python3 tests/trainer/python/kolo_torch.py --bench --device cuda --preset base \
-      --batch 32 --seq 128 --steps 10 $mode
-  done 2>&1 | tee "$out/torch_bert_base.log" || status=1
+  (failed=0
+   for mode in "--dtype float16" "--dtype bfloat16" "--dtype float16 --amp" "--dtype bfloat16 --amp"; do
+     # shellcheck disable=SC2086  # mode is two or three words
+     timeout 120 python3 tests/trainer/python/kolo_torch.py --bench --device cuda --preset base \
+       --batch 32 --seq 128 --steps 10 $mode || failed=1
+   done
+   exit $failed) 2>&1 | tee "$out/torch_bert_base.log" || status=1
 else
   echo "torch: not run (no python3 with a CUDA torch)" | tee "$out/torch_bert_base.log"
 fi

@@ -7,6 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: perf_runs.sh OUT_DIR [REPS]}
 reps=${2:-5}
+if ! [[ "$reps" =~ ^[1-9][0-9]*$ ]]; then
+  echo "perf_runs: REPS='$reps' is not a whole number >= 1" >&2
+  exit 2
+fi
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 bw=build/benchmarks/allreduce_bw

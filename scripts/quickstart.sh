@@ -9,6 +9,10 @@
 # kolorun instead, on KOLO_DEMO_RANKS (default 4) ranks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${KOLO_QUICKSTART:-bert}" in
+  bert | allreduce) ;;
+  *) echo "quickstart: KOLO_QUICKSTART='$KOLO_QUICKSTART' is not bert or allreduce" >&2; exit 2 ;;
+esac
 bash scripts/install_deps.sh
 bash scripts/fetch_data.sh
 bash scripts/build.sh

@@ -56,9 +56,14 @@ host_name() {
 }
 
 # tc rate ("2gbit", "500mbit", "100kbit", "1000000bit") -> bits per second.
+declare -A unit_bits=([bit]=1 [kbit]=1000 [mbit]=1000000 [gbit]=1000000000)
 rate_bits() {
   [[ $1 =~ ^([1-9][0-9]*)(bit|kbit|mbit|gbit)$ ]] || die "rate '$1' is not N{bit,kbit,mbit,gbit}"
   local n=${BASH_REMATCH[1]}
+  # At most 10 digits (n * 10^9 stays far inside bash's 64 bits; 10000000000gbit wrapped to a
+  # bucket of 0 bytes) and at most 1000 Gbit/s, past any link this bed can shape.
+  [ ${#n} -le 10 ] && [ $((n * ${unit_bits[${BASH_REMATCH[2]}]})) -le 1000000000000 ] ||
+    die "rate '$1' is above 1000gbit"
   case ${BASH_REMATCH[2]} in
     bit) echo "$n" ;; kbit) echo $((n * 1000)) ;; mbit) echo $((n * 1000000)) ;;
     gbit) echo $((n * 1000000000)) ;;
