@@ -2,7 +2,11 @@
 #include "comm/bootstrap/host.h"
 
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <bit>
@@ -94,6 +98,21 @@ Topology compute_topology(const std::vector<std::string>& hosts, int rank,
     if (t.host_of_rank[r] == t.cross_rank) here.push_back(cpu_masks[r]);
   t.host_cpus = cpus_in_union(here);
   return t;
+}
+
+bool process_exited(int pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* stat = std::fopen(path, "r");
+  if (stat == nullptr) return true;
+  char line[512] = {};
+  size_t n = std::fread(line, 1, sizeof line - 1, stat);
+  std::fclose(stat);
+  // "pid (comm) state ...": the command may contain ')', so take the last one.
+  const char* close = std::strrchr(line, ')');
+  if (n == 0 || close == nullptr || close[1] == '\0') return false;
+  return close[2] == 'Z' || close[2] == 'X';
 }
 
 }  // namespace kolo::bootstrap

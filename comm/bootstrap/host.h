@@ -10,6 +10,10 @@ namespace kolo::bootstrap {
 
 std::string host_identity();
 
+// Whether the process `pid` of this host has exited: gone, or a zombie its parent has not reaped
+// (kill() still finds those).
+bool process_exited(int pid);
+
 // The CPUs this process may run on: its affinity mask (as a container, taskset or a launcher's
 // binding limits it), else the online CPUs.
 int usable_cpus();

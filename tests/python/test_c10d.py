@@ -536,6 +536,32 @@ except RuntimeError as e:
 """
 
 
+LOST_SENDER_SCRIPT = """
+import datetime, os, time, torch, torch.distributed as dist, kolo.torch.distributed as kd
+kd.init_process_group(timeout=datetime.timedelta(seconds=60))
+dist.barrier()
+if dist.get_rank() == 1:
+    os._exit(0)  # never sends
+start = time.time()
+try:
+    dist.recv(torch.ones(4), 1)
+except RuntimeError as e:
+    print("caught", type(e).__name__, e)
+print("after %.1f s" % (time.time() - start))
+"""
+
+
+def test_recv_from_a_rank_that_exited_fails_soon():
+    # The channel is made by the first message: a recv from a rank that had exited waited out
+    # the group's timeout (30 minutes by default) and then reported a timeout.
+    done = run_two_rank_job(LOST_SENDER_SCRIPT, here=r == 0)
+    if done:
+        assert "PeerLostError" in done.stdout, done.stdout + done.stderr
+        assert "rank 1's process" in done.stdout, done.stdout + done.stderr
+        assert float(done.stdout.split("after ")[1].split(" s")[0]) < 10, done.stdout
+    dist.barrier()
+
+
 def test_lost_rank_fails_ddp_backward():
     done = run_two_rank_job(LOST_RANK_SCRIPT, here=r == 0)  # a job of its own, from rank 0
     if done:

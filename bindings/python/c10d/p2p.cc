@@ -3,12 +3,17 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "bindings/python/c10d/process_group.h"
 #include "bindings/python/c10d/store.h"
 #include "bindings/python/c10d/tensors.h"
 #include "comm/base/error.h"
+#include "comm/bootstrap/host.h"
 
 namespace kolo::c10d_backend {
 
@@ -16,8 +21,12 @@ namespace kolo::c10d_backend {
 // when each posts its first message, and neither the caller nor other channels wait for it.
 struct P2p::Channel {
   Channel(c10::intrusive_ptr<::c10d::Store> store, int rank, CommunicatorOptions options,
-          std::string name)
-      : store(std::move(store)), rank(rank), options(options), name(std::move(name)) {}
+          std::string name, std::function<void()> check_peer)
+      : store(std::move(store)),
+        rank(rank),
+        options(options),
+        name(std::move(name)),
+        check_peer(std::move(check_peer)) {}
 
   // On the worker: the Communicator, made now if this is the first message. A channel that
   // could not be made fails every later message with the same error.
@@ -25,7 +34,8 @@ struct P2p::Channel {
     if (failed) std::rethrow_exception(failed);
     if (!comm) {
       try {
-        comm = Communicator::create(std::make_shared<C10dStore>(store), rank, 2, options);
+        comm =
+            Communicator::create(std::make_shared<C10dStore>(store, check_peer), rank, 2, options);
         comm->set_busy_polling(false);
       } catch (const Error& e) {
         std::string why = name + ": ";
@@ -61,7 +71,8 @@ struct P2p::Channel {
   c10::intrusive_ptr<::c10d::Store> store;  // the group's, prefixed for this channel
   int rank;                                 // 0: this rank sends on it, 1: it receives
   CommunicatorOptions options;
-  std::string name;  // "send to rank 2 (tag 0)" or "recv from rank 0 (tag 0)"
+  std::string name;                  // "send to rank 2 (tag 0)" or "recv from rank 0 (tag 0)"
+  std::function<void()> check_peer;  // throws kPeerLost once the peer's process has exited
   std::shared_ptr<Communicator> comm;
   std::exception_ptr failed;
   WorkQueue queue;  // last: its thread stops before the rest goes
@@ -72,6 +83,30 @@ P2p::P2p(c10::intrusive_ptr<::c10d::Store> store, int rank, int size, Communicat
   // MPI makes communicators by collective calls without a deadline; channels come and go
   // between two ranks at a time, so they use tcp where the group runs over MPI.
   if (options_.transport == TransportKind::kMpi) options_.transport = TransportKind::kTcp;
+  // Where this rank's process runs, for peers that wait for it to make a channel: a peer on
+  // the same host can tell that the process has exited (a recv from it waited out the group's
+  // timeout, 30 minutes by default, to report a timeout).
+  const std::string where =
+      bootstrap::host_identity() + "\n" + std::to_string(static_cast<int>(::getpid()));
+  store_->set(process_key(rank_), std::vector<uint8_t>(where.begin(), where.end()));
+}
+
+std::string P2p::process_key(int rank) {
+  return "kolo.p2p.process/" + std::to_string(rank);
+}
+
+void P2p::check_alive(int peer) const {
+  const std::string key = process_key(peer);
+  if (!store_->check({key})) return;  // an older peer that does not say
+  const std::vector<uint8_t> value = store_->get(key);
+  const std::string text(value.begin(), value.end());
+  const size_t newline = text.rfind('\n');
+  if (newline == std::string::npos || text.substr(0, newline) != bootstrap::host_identity())
+    return;  // another host: its process cannot be looked at from here
+  const int pid = std::atoi(text.c_str() + newline + 1);
+  if (pid > 0 && bootstrap::process_exited(pid))
+    KOLO_THROW(ErrorCode::kPeerLost, "rank ", peer, "'s process (pid ", pid,
+               ") has exited without making the matching call");
 }
 
 P2p::~P2p() = default;
@@ -91,9 +126,10 @@ P2p::Channel& P2p::channel(int src, int dst, int tag) {
                             std::to_string(tag) + "/";
     const std::string name = src == rank_ ? "send to rank " + std::to_string(dst)
                                           : "recv from rank " + std::to_string(src);
-    slot = std::make_unique<Channel>(c10::make_intrusive<::c10d::PrefixStore>(key, store_),
-                                     src == rank_ ? 0 : 1, options_,
-                                     name + " (tag " + std::to_string(tag) + ")");
+    const int peer = src == rank_ ? dst : src;
+    slot = std::make_unique<Channel>(
+        c10::make_intrusive<::c10d::PrefixStore>(key, store_), src == rank_ ? 0 : 1, options_,
+        name + " (tag " + std::to_string(tag) + ")", [this, peer] { check_alive(peer); });
   }
   return *slot;
 }

@@ -15,6 +15,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +45,10 @@ class P2p {
   // send (`sending`) or recv of `tensor` to or from `peer`.
   c10::intrusive_ptr<Work> post(const at::Tensor& tensor, int peer, int tag, bool sending);
   void check_peer(int peer, const char* op, const char* role) const;
+  // The store key where a rank records its host and pid; throws kPeerLost when `peer` runs on
+  // this host and its process has exited.
+  static std::string process_key(int rank);
+  void check_alive(int peer) const;
 
   c10::intrusive_ptr<::c10d::Store> store_;
   int rank_;

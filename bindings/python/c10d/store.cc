@@ -36,10 +36,16 @@ std::string C10dStore::get(const std::string& key, std::chrono::milliseconds tim
   // threads of their own, each waiting for keys that a peer sets only after its own wait.
   const auto start = std::chrono::steady_clock::now();
   auto pause = std::chrono::microseconds(200);
+  auto last_check = start;
   while (!translated("wait", key, [&] { return store_->check({key}); })) {
-    if (std::chrono::steady_clock::now() - start >= timeout)
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start >= timeout)
       KOLO_THROW(ErrorCode::kTimeout, "no rank set '", key,
                  "' in the torch.distributed store within ", timeout.count(), " ms");
+    if (while_waiting_ && now - last_check >= std::chrono::milliseconds(500)) {
+      while_waiting_();
+      last_check = now;
+    }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::microseconds(20000));
   }

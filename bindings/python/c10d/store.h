@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "comm/bootstrap/store.h"
@@ -17,7 +18,11 @@ namespace kolo::c10d_backend {
 // kPeerLost otherwise (the store is hosted by a rank, and a broken connection means it is gone).
 class C10dStore : public bootstrap::Store {
  public:
-  explicit C10dStore(c10::intrusive_ptr<::c10d::Store> store) : store_(std::move(store)) {}
+  // `while_waiting`, when given, runs about twice a second while a get waits for its key; it
+  // throws (kolo::Error) to end the wait, e.g. when the rank expected to set the key is gone.
+  explicit C10dStore(c10::intrusive_ptr<::c10d::Store> store,
+                     std::function<void()> while_waiting = {})
+      : store_(std::move(store)), while_waiting_(std::move(while_waiting)) {}
 
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
@@ -25,6 +30,7 @@ class C10dStore : public bootstrap::Store {
 
  private:
   c10::intrusive_ptr<::c10d::Store> store_;
+  std::function<void()> while_waiting_;
 };
 
 }  // namespace kolo::c10d_backend

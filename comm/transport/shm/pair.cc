@@ -2,14 +2,14 @@
 #include "comm/transport/shm/pair.h"
 
 #include <linux/futex.h>
-#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <climits>
-#include <cstdio>
 #include <cstring>
+
+#include "comm/bootstrap/host.h"
 
 namespace kolo::transport::shm {
 
@@ -85,20 +85,8 @@ bool Pair::progress_recv() {
 }
 
 bool Pair::peer_gone() const {
-  if (remote_->aborted.load(std::memory_order_acquire)) return true;
-  if (::kill(remote_->pid, 0) != 0) return errno == ESRCH;
-  // A killed process stays a zombie until its parent reaps it, and kill() still finds it.
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(remote_->pid));
-  FILE* stat = std::fopen(path, "r");
-  if (stat == nullptr) return true;
-  char line[512] = {};
-  size_t n = std::fread(line, 1, sizeof line - 1, stat);
-  std::fclose(stat);
-  // "pid (comm) state ...": the command may contain ')', so take the last one.
-  const char* close = std::strrchr(line, ')');
-  if (n == 0 || close == nullptr || close[1] == '\0') return false;
-  return close[2] == 'Z' || close[2] == 'X';
+  return remote_->aborted.load(std::memory_order_acquire) ||
+         bootstrap::process_exited(remote_->pid);
 }
 
 }  // namespace kolo::transport::shm
