@@ -93,6 +93,16 @@ unpack() {
   log "$spec: unpacked into $target"
 }
 
+# One run at a time per DATA_DIR (two at once unpacked over each other: one failed with tar
+# errors). A folder this process cannot write (a complete, read-only copy) is only checked.
+if [ -d "$data_dir" ] && [ -w "$data_dir" ]; then
+  exec 9>"$data_dir/.fetch_data.lock"
+  flock 9
+elif [ ! -e "$data_dir" ]; then
+  mkdir -p "$data_dir"
+  exec 9>"$data_dir/.fetch_data.lock"
+  flock 9
+fi
 for entry in "${packages[@]}"; do
   read -r spec tarball folder expected <<<"$entry"
   stamp="$data_dir/$folder/.kolo_stamp"
