@@ -83,14 +83,17 @@ Coordinator::Coordinator(int size, std::vector<int> world_ranks, double stall_ch
       stall_check_seconds_(stall_check_seconds),
       stall_shutdown_seconds_(stall_shutdown_seconds) {}
 
+int Coordinator::job_rank(int r) const {
+  return world_ranks_.empty() ? r : world_ranks_[static_cast<size_t>(r)];
+}
+
 std::string Coordinator::rank_text(int r) const {
-  return "rank " + std::to_string(world_ranks_.empty() ? r : world_ranks_[static_cast<size_t>(r)]);
+  return "rank " + std::to_string(job_rank(r));
 }
 
 std::string Coordinator::ranks_text(const std::vector<int>& set_ranks) const {
-  std::vector<int> job(set_ranks);
-  if (!world_ranks_.empty())
-    for (int& r : job) r = world_ranks_[static_cast<size_t>(r)];
+  std::vector<int> job;
+  for (int r : set_ranks) job.push_back(job_rank(r));
   return "ranks " + join_text(job);
 }
 

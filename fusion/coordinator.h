@@ -33,7 +33,8 @@ class Coordinator {
   void inspect_stalls(const std::map<std::string, std::vector<const Request*>>& pending,
                       const std::vector<bool>& joined, std::vector<Response>& out);
 
-  // "rank 3" / "ranks 1, 3" in job ranks.
+  // The job rank of the set's rank r; "rank 3" / "ranks 1, 3" in job ranks.
+  int job_rank(int r) const;
   std::string rank_text(int r) const;
   std::string ranks_text(const std::vector<int>& set_ranks) const;
 
