@@ -456,6 +456,8 @@ def test_bad_arguments_are_refused_naming_them():
          lambda: hvd.broadcast(t, 2**40)),
         (TypeError, "compression must be Compression.none",
          lambda: hvd.allreduce(t, compression="fp16")),
+        (ValueError, r"name 'a\\ud800b' is not valid text: surrogates not allowed",
+         lambda: hvd.allreduce(t, name="a\ud800b")),
         (TypeError, "splits must be a list of row counts, got str",
          lambda: hvd.alltoall(t, splits="1" * n)),
         (TypeError, "splits must hold integer row counts, got 0.5",

@@ -51,13 +51,24 @@ def _reset():
     _joins = 0
 
 
+def _text(name):
+    """`name` as the engine's text: str(name), which must encode as UTF-8 (a lone surrogate such
+    as '\\ud800' does not)."""
+    text = str(name)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError("name %r is not valid text: %s" % (text, e.reason)) from None
+    return text
+
+
 def _name(name, kind, set_id):
     """`name`, or "<kind>.noname.<n>": the n-th unnamed op of this kind in this process set,
     the same on every member that submits the same sequence of ops (Horovod's rule). Ranks
     that joined did fewer ops: after each join() the count restarts, as "<kind>.noname.j<k>.<n>"
     for the k-th join, so that names agree again."""
     if name is not None:
-        return str(name)
+        return _text(name)
     n = _name_counters.get((set_id, kind), 0)
     _name_counters[(set_id, kind)] = n + 1
     return "%s.noname.%s%d" % (kind, "j%d." % _joins if _joins else "", n)
@@ -201,7 +212,7 @@ class _PreparedAllreduce:
             raise ValueError("a prepared allreduce needs a contiguous tensor")
         self.tensor, self.ptr = tensor, tensor.data_ptr()
         self.settings = (op, prescale_factor, postscale_factor, process_set)
-        self.args = (str(name), self.ptr, self.ptr, dtype, list(tensor.shape), core_op,
+        self.args = (_text(name), self.ptr, self.ptr, dtype, list(tensor.shape), core_op,
                      *_scales(prescale_factor, postscale_factor), _core.Compression.NONE, set_id)
         self.finish = lambda: tensor
 
