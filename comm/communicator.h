@@ -148,6 +148,11 @@ class Communicator {
                   std::optional<DType> dtype = std::nullopt,
                   std::optional<ReduceOp> op = std::nullopt, int root = -1,
                   bool sizes_agree = true);
+  // True for a call with no bytes to move, after meeting the other ranks in a barrier that
+  // carries the call's signature: a rank passing 0 where another passes n gets kMismatch in
+  // this call on both (returning at once left the other waiting out its deadline, and paired
+  // the next calls wrongly).
+  bool done_if_empty(size_t bytes);
 
   std::shared_ptr<bootstrap::Store> base_store_;
   std::shared_ptr<bootstrap::Store> store_;  // base_store_ with this communicator's prefix

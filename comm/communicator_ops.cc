@@ -165,6 +165,12 @@ Algorithm Communicator::begin(Collective collective, size_t bytes, const Collect
   return algorithm;
 }
 
+bool Communicator::done_if_empty(size_t bytes) {
+  if (bytes > 0) return false;
+  if (size_ > 1) collectives::dissemination_barrier(*context_);
+  return true;
+}
+
 void Communicator::allreduce(const void* send, void* recv, size_t count, DType dtype, ReduceOp op,
                              const CollectiveOptions& options) {
   check_op_and_dtype(op, dtype, "allreduce");
@@ -173,7 +179,7 @@ void Communicator::allreduce(const void* send, void* recv, size_t count, DType d
   const size_t bytes = count * dtype_size(dtype);
   check_overlap(recv, bytes, send, bytes, 0, "allreduce", "send == recv");
   Algorithm algorithm = begin(Collective::kAllreduce, bytes, options, dtype, op);
-  if (size_ == 1 || count == 0) {
+  if (size_ == 1 || done_if_empty(bytes)) {
     copy_if_distinct(recv, send, bytes);
     return;
   }
@@ -209,7 +215,7 @@ void Communicator::reduce_scatter(const void* send, void* recv, size_t recv_coun
                 "recv == send + rank * recv_count");
   Algorithm algorithm =
       begin(Collective::kReduceScatter, bytes * static_cast<size_t>(size_), options, dtype, op);
-  if (size_ == 1 || recv_count == 0) {
+  if (size_ == 1 || done_if_empty(bytes)) {
     copy_if_distinct(recv, send, bytes);
     return;
   }
@@ -251,7 +257,7 @@ void Communicator::allgatherv(const void* send, size_t send_count, void* recv,
   if (algorithm == Algorithm::kHierarchical && equal && total > 0)
     return hierarchical_allgather(send, recv, send_count, dtype);
   copy_if_distinct(static_cast<char*>(recv) + own * esize, send, send_count * esize);
-  if (size_ == 1 || total == 0) return;
+  if (size_ == 1 || done_if_empty(total)) return;
   collectives::ring_allgatherv(*context_, recv, recv_counts, dtype);
 }
 
@@ -262,7 +268,7 @@ void Communicator::broadcast(void* data, size_t count, DType dtype, int root,
   check_buffer(data, count, dtype, "broadcast", "data");
   const size_t bytes = count * dtype_size(dtype);
   Algorithm algorithm = begin(Collective::kBroadcast, bytes, options, dtype, std::nullopt, root);
-  if (size_ == 1 || bytes == 0) return;
+  if (size_ == 1 || done_if_empty(bytes)) return;
   if (algorithm == Algorithm::kDirect)
     return collectives::shm_direct_broadcast(*shared_, data, bytes, root);
   collectives::chain_broadcast(*context_, data, bytes, root);

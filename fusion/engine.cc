@@ -225,8 +225,12 @@ void Engine::Impl::enqueue(const Request& request, const Memory& input, const Me
   p.ready = std::move(ready);
 }
 
+bool Engine::Impl::forked() const {
+  return fork_count() != forks_;
+}
+
 void Engine::Impl::check_process() const {
-  if (fork_count() == forks_) return;
+  if (!forked()) return;
   KOLO_THROW(ErrorCode::kInvalidArgument, "kolo was initialised in process ", pid_,
              " and this is process ", ::getpid(),
              ", a fork of it: a forked child cannot use its parent's kolo (its ops would run the "

@@ -33,7 +33,11 @@ Request& make_request(const std::string& name, OpType type, const TensorView& t,
 Engine::Engine(std::shared_ptr<Communicator> comm, EngineOptions options)
     : impl_(std::make_unique<Impl>(std::move(comm), std::move(options))) {}
 
-Engine::~Engine() = default;
+// In a forked child the engine's threads do not exist (joining them would wait for ever) and its
+// transports and shared memory are the parent's: the child leaves them all as they are.
+Engine::~Engine() {
+  if (impl_ && impl_->forked()) (void)impl_.release();
+}
 
 Handle Engine::allreduce(const std::string& name, const TensorView& input, const TensorView& output,
                          const OpOptions& options) {
@@ -106,10 +110,12 @@ int Engine::add_process_set(const std::vector<int>& ranks) {
 }
 
 void Engine::start_timeline(const std::string& path) {
+  impl_->check_process();
   impl_->timeline().start(path, impl_->world().rank());
 }
 
 void Engine::stop_timeline() {
+  impl_->check_process();
   impl_->timeline().stop();
 }
 

@@ -51,6 +51,7 @@ class Engine::Impl {
   // not the loop thread: ops from it would drive the parent's collectives. kInvalidArgument
   // naming both processes.
   void check_process() const;
+  bool forked() const;  // this process is a fork of the one that made the engine
   timeline::Timeline& timeline() { return timeline_; }
   EngineStats stats() const { return stats_.snapshot(); }
 

@@ -139,7 +139,10 @@ void Executor::allreduce_fused(ProcessSet& set, const std::vector<const Response
                         {"tensors", tensors}});
     }
   }
-  const ReduceOp op = p.op == ReduceOp::kAverage ? ReduceOp::kSum : p.op;
+  // Host integers average in the reduction, exactly (the sum divided, truncating toward zero):
+  // a 1/n postscale goes through a double, which rounds int64 sums past 2^53.
+  const bool scaled_average = p.op == ReduceOp::kAverage && (dev || is_floating(wire));
+  const ReduceOp op = scaled_average ? ReduceOp::kSum : p.op;
   if (dev)
     dev->allreduce(buf, buf, total / dtype_size(wire), wire, op);
   else
@@ -152,7 +155,7 @@ void Executor::allreduce_fused(ProcessSet& set, const std::vector<const Response
     stats_->fused_tensors += tensors;
   }
   double post = p.postscale;
-  if (p.op == ReduceOp::kAverage) post /= comm.size();
+  if (scaled_average) post /= comm.size();
   if (dev)
     unpack_device(*dev, set, group, members, buf, post);
   else

@@ -2,12 +2,13 @@
  * Communicator collectives, for frameworks written in C or binding through a C FFI.
  *
  * Every call returns a kolo_status; KOLO_OK is 0. When a call fails, kolo_last_error() gives
- * the message on the calling thread. Every argument is checked at the door (counts, shapes,
- * splits, dtypes, ops, roots, process sets, NULL pointers, byte-size overflow): a bad one
- * returns KOLO_ERR_INVALID_ARGUMENT naming it, and the engine keeps working. Handles must be
- * released with kolo_handle_free(). Start the processes with kolorun, mpirun, torchrun-style or
- * Slurm variables (see docs/configuration.md), call kolo_init() on every rank, and kolo_shutdown()
- * at the end. */
+ * the message on the calling thread (also when kolo_wait, kolo_poll or kolo_handle_output return
+ * an op's failure, which kolo_handle_error keeps with the handle). Every argument is checked at the
+ * door (counts, shapes, splits, dtypes, ops, roots, process sets, NULL pointers, byte-size
+ * overflow): a bad one returns KOLO_ERR_INVALID_ARGUMENT naming it, and the engine keeps working.
+ * Handles must be released with kolo_handle_free(). Start the processes with kolorun, mpirun,
+ * torchrun-style or Slurm variables (see docs/configuration.md), call kolo_init() on every rank,
+ * and kolo_shutdown() at the end. */
 #ifndef KOLO_C_API_H
 #define KOLO_C_API_H
 
@@ -127,6 +128,7 @@ const char* kolo_handle_error(kolo_handle* handle);
 /* The result of a finished, successful op (allgather, alltoall, reducescatter): KOLO_PENDING
  * while it runs, the op's error status if it failed. */
 kolo_status kolo_handle_output(kolo_handle* handle, const void** data, size_t* bytes);
+/* A finished op's value (join: the last rank to join); -1 while it runs or for a null handle. */
 int64_t kolo_handle_value(kolo_handle* handle);
 void kolo_handle_free(kolo_handle* handle);
 
@@ -142,7 +144,11 @@ kolo_status kolo_timeline_stop(void);
 /* Direct, synchronous collectives on the world communicator (every rank, same order). Calls from
  * several threads take turns (so each rank must order them the same way itself). None of the
  * calls above or below may be made from a forked child of the process that called kolo_init()
- * (KOLO_ERR_INVALID_ARGUMENT): it shares the parent's communicator. */
+ * (KOLO_ERR_INVALID_ARGUMENT): it shares the parent's communicator. A direct call with 0
+ * elements still meets the other ranks, so one passing 0 where another passes n fails on both.
+ * A direct call that fails on a mismatch, a timeout or a lost rank fails the world communicator
+ * for good (docs/errors.md): later direct calls and kolo_add_process_set return
+ * KOLO_ERR_PEER_LOST quoting the first error, while the engine's ops go on. */
 kolo_status kolo_comm_allreduce(const void* send, void* recv, size_t count, kolo_dtype dtype,
                                 kolo_op op);
 kolo_status kolo_comm_allgather(const void* send, void* recv, size_t count, kolo_dtype dtype);

@@ -124,18 +124,15 @@ kolo_status refuse(const std::string& message) {
   return KOLO_ERR_INVALID_ARGUMENT;
 }
 
-kolo_status wrap(kolo::engine::Handle h, kolo_handle** out) {
-  if (!out) return refuse("the handle pointer is null");
-  *out = new kolo_handle{std::move(h), ""};
-  return KOLO_OK;
-}
-
-// Runs `make` (which submits an op) and hands its Handle to C through `out`.
+// Runs `make` (which submits an op) and hands its Handle to C through `out`, which is checked
+// first: an op submitted without a handle to wait on would run with nobody told.
 template <typename Fn>
 kolo_status submit(kolo_handle** out, Fn make) {
+  if (!out) return refuse("the handle pointer is null");
   kolo::engine::Handle h;
   kolo_status s = guarded([&] { h = make(); });
-  return s == KOLO_OK ? wrap(h, out) : s;
+  if (s == KOLO_OK) *out = new kolo_handle{std::move(h), ""};
+  return s;
 }
 
 kolo::engine::TensorView view(const void* data, kolo_dtype dtype, int ndim, const int64_t* shape) {
@@ -282,6 +279,7 @@ kolo_status kolo_poll(kolo_handle* handle) {
   auto status = handle->handle.status();
   if (status.ok) return KOLO_OK;
   handle->error = status.message;
+  g_last_error = status.message;
   return to_status(status.code);
 }
 
@@ -306,7 +304,7 @@ kolo_status kolo_handle_output(kolo_handle* handle, const void** data, size_t* b
 }
 
 int64_t kolo_handle_value(kolo_handle* handle) {
-  return handle ? handle->handle.output_value() : -1;
+  return handle && handle->handle.done() ? handle->handle.output_value() : -1;
 }
 
 void kolo_handle_free(kolo_handle* handle) {
@@ -316,9 +314,9 @@ void kolo_handle_free(kolo_handle* handle) {
 kolo_status kolo_add_process_set(const int* ranks, int count, int* process_set) {
   return guarded([&] {
     if (process_set == nullptr) invalid("the process_set pointer is null");
-    if (count < 0 || (ranks == nullptr && count > 0))
-      invalid("ranks: " + std::to_string(count) + " ranks from a " + (ranks ? "valid" : "null") +
-              " pointer");
+    if (count < 0) invalid("count " + std::to_string(count) + " (of ranks) is negative");
+    if (ranks == nullptr && count > 0)
+      invalid("the ranks pointer is null (count " + std::to_string(count) + ")");
     auto e = engine();
     // The split runs on the world communicator, as the direct collectives do.
     std::lock_guard<std::mutex> lock(g_direct_mutex);

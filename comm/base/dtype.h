@@ -40,6 +40,10 @@ inline size_t dtype_size(DType dtype) {
   }
   throw_unknown_dtype(dtype);
 }
+inline bool is_floating(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 ||
+         dtype == DType::kBFloat16;
+}
 const char* dtype_name(DType dtype);  // "float32", "float16", ...
 
 // Accepts the names above and common aliases (fp32, half, bf16, ...). `setting` names where

@@ -7,9 +7,7 @@
 namespace kolo {
 
 bool op_takes(ReduceOp op, DType dtype) {
-  const bool floating = dtype == DType::kFloat32 || dtype == DType::kFloat64 ||
-                        dtype == DType::kFloat16 || dtype == DType::kBFloat16;
-  return !(is_bitwise(op) && floating);
+  return !(is_bitwise(op) && is_floating(dtype));
 }
 
 void check_op_and_dtype(ReduceOp op, DType dtype, std::string_view what) {

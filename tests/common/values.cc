@@ -9,11 +9,6 @@
 
 namespace kolo::testing {
 
-bool is_floating(DType dtype) {
-  return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 ||
-         dtype == DType::kBFloat16;
-}
-
 double input_value(DType dtype, ReduceOp op, int rank, size_t i) {
   if (op == ReduceOp::kProduct) return ((i + static_cast<size_t>(rank)) % 4 == 0) ? 2.0 : 1.0;
   double base = static_cast<double>((static_cast<size_t>(rank) * 13 + i * 7) % 15 + 1);  // 1..15

@@ -37,8 +37,6 @@ double random_value(DType dtype, uint64_t seed, int rank, size_t i);
 // Unit roundoff of a floating dtype: 2^-24 fp32, 2^-53 fp64, 2^-11 fp16, 2^-8 bf16.
 double unit_roundoff(DType dtype);
 
-bool is_floating(DType dtype);
-
 // Reads / writes element i of a typed buffer as a double.
 double load(DType dtype, const void* data, size_t i);
 void store(DType dtype, void* data, size_t i, double value);

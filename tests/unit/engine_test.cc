@@ -465,6 +465,22 @@ TEST(Engine, OtherOpsJoinAndCompression) {
   });
 }
 
+// Integer averages are the sum divided exactly, truncating toward zero: a 1/n postscale through
+// a double rounded (2^53 + 1) + (2^53 + 1) = 2^54 + 2 to 2^54, giving 2^53.
+TEST(Engine, IntegerAveragesAreExact) {
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(borrowed(comm), quick_options());
+    const int64_t big = (int64_t{1} << 53) + 1;
+    std::vector<int64_t> v{big, comm.rank() == 0 ? -3 : 0, 7};
+    OpOptions avg;
+    avg.op = ReduceOp::kAverage;
+    const TensorView view{v.data(), DType::kInt64, {3}};
+    eng.allreduce("avg.i64", view, view, avg).check();
+    EXPECT_EQ(v, (std::vector<int64_t>{big, -1, 7}));
+    return 0;
+  });
+}
+
 TEST(Engine, Fp16CompressionSendsHalfTheBytes) {
   run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
     Engine eng(borrowed(comm), quick_options());
