@@ -160,8 +160,9 @@ class Engine {
   Handle reduce_scatter(const std::string& name, const TensorView& input,
                         const OpOptions& options = {});
   Handle barrier(const OpOptions& options = {});
-  // This rank has no more data: it takes part in other ranks' allreduces with zeros until every
-  // rank has joined. output_value() is the last rank to join.
+  // This rank has no more data: it takes part in other ranks' allreduces with the op's identity
+  // (zeros for a sum; reduce::fill_identity) until every rank has joined. output_value() is the
+  // last rank to join.
   Handle join(const OpOptions& options = {});
 
   // A process set over the given world ranks (any order, each once); collective: every rank

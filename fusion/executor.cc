@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "comm/reduce/reduce.h"
+
 #include "timeline/timeline.h"
 
 namespace kolo::engine {
@@ -174,7 +176,8 @@ void Executor::pack_all(ProcessSet& set, const std::vector<const Response*>& gro
     const size_t bytes = static_cast<size_t>(r.counts[i]) * dtype_size(wire);
     auto it = members[k++];
     if (it == set.pending.end()) {
-      std::memset(buf + at, 0, bytes);  // this rank joined: it contributes zeros
+      // This rank joined: it contributes what leaves the others' values unchanged.
+      reduce::fill_identity(buf + at, bytes / dtype_size(wire), wire, p.op);
     } else {
       if (traced) timeline_->transition(it->first, "QUEUE", "PACK");
       fusion::pack(buf + at, wire, it->second.input.data, p.dtype, bytes / dtype_size(wire),

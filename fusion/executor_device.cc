@@ -7,12 +7,25 @@
 #include <vector>
 
 #include "comm/base/error.h"
+#include "comm/reduce/reduce.h"
 #include "fusion/device_hierarchical.h"
 #include "fusion/executor.h"
 #include "fusion/op_plans.h"
 #include "timeline/timeline.h"
 
 namespace kolo::engine {
+namespace {
+
+// What a rank that has joined contributes to a device reduction: zeros for a sum, else the op's
+// identity made on the host and copied over (a rare path: only after a join).
+void join_identity(DeviceSet& dev, char* dst, size_t bytes, DType wire, ReduceOp op) {
+  if (op == ReduceOp::kSum || op == ReduceOp::kAverage) return dev.zero(dst, bytes);
+  std::vector<char> host(bytes);
+  reduce::fill_identity(host.data(), bytes / dtype_size(wire), wire, op);
+  dev.copy_from_host(dst, host.data(), bytes);
+}
+
+}  // namespace
 
 DeviceSet& Executor::device_set(ProcessSet& set, int device) {
   if (!set.device) {
@@ -33,7 +46,7 @@ void Executor::pack_device(DeviceSet& dev, ProcessSet& set,
   for_each_tensor(group, [&](const Response& r, size_t i) {
     auto it = members[k++];
     if (it == set.pending.end()) {
-      dev.zero(buf + at, wire_bytes(r, i));  // this rank joined: it contributes zeros
+      join_identity(dev, buf + at, wire_bytes(r, i), wire_dtype(p.dtype, p.compression), p.op);
     } else {
       timeline_->end(it->first, "QUEUE");
       dev.wait_ready(it->second.ready);

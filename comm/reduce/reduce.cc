@@ -11,9 +11,12 @@
 #include <atomic>
 #include <cctype>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
+#include <limits>
 #include <string>
 
+#include "comm/base/convert.h"
 #include "comm/base/env.h"
 #include "comm/base/error.h"
 #include "comm/base/reduce_op.h"
@@ -173,6 +176,54 @@ void combine_with(Isa isa, void* dst, const void* a, const void* b, size_t count
   check_hardware_has(isa);
   if (!check_combine(dst, a, b, count, dtype, op)) return;
   dispatch(isa, dst, a, b, count, dtype, op);
+}
+
+namespace {
+
+template <typename T>
+T integer_identity(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kProduct: return T{1};
+    case ReduceOp::kMin: return std::numeric_limits<T>::max();
+    case ReduceOp::kMax: return std::numeric_limits<T>::lowest();
+    case ReduceOp::kBand: return static_cast<T>(~T{0});
+    default: return T{0};
+  }
+}
+
+template <typename T>
+void fill_with(void* data, size_t count, T value) {
+  std::fill_n(static_cast<T*>(data), count, value);
+}
+
+}  // namespace
+
+void fill_identity(void* data, size_t count, DType dtype, ReduceOp op) {
+  check_op_and_dtype(op, dtype, "fill_identity");
+  if (count == 0) return;
+  KOLO_CHECK_ARG(data != nullptr, "fill_identity: null buffer with count ", count);
+  if (is_floating(dtype)) {
+    const double inf = std::numeric_limits<double>::infinity();
+    // -0 for a sum: x + -0 is x for every x, -0 included (-0 + +0 is +0).
+    const double value = op == ReduceOp::kProduct ? 1.0
+                         : op == ReduceOp::kMin   ? inf
+                         : op == ReduceOp::kMax   ? -inf
+                                                  : -0.0;
+    // One element in the dtype's bits (fp16 and bf16 through kolo's conversion), repeated.
+    const size_t size = dtype_size(dtype);
+    unsigned char bits[sizeof(double)];
+    convert(bits, dtype, &value, DType::kFloat64, 1);
+    for (size_t i = 0; i < count; ++i) std::memcpy(static_cast<char*>(data) + i * size, bits, size);
+    return;
+  }
+  switch (dtype) {
+    case DType::kInt32: return fill_with(data, count, integer_identity<int32_t>(op));
+    case DType::kInt64: return fill_with(data, count, integer_identity<int64_t>(op));
+    case DType::kUInt8: return fill_with(data, count, integer_identity<uint8_t>(op));
+    case DType::kInt8: return fill_with(data, count, integer_identity<int8_t>(op));
+    case DType::kInt16: return fill_with(data, count, integer_identity<int16_t>(op));
+    default: throw_unknown_dtype(dtype);
+  }
 }
 
 void finish_average(void* data, size_t count, DType dtype, int divisor) {

@@ -465,6 +465,39 @@ TEST(Engine, OtherOpsJoinAndCompression) {
   });
 }
 
+// After rank 0 joins, the others' Min, Max and Product are theirs alone: the joined rank
+// contributes each op's identity (it contributed zeros: max of -3 and -4 was 0, products 0).
+TEST(Engine, AfterAJoinEveryReduceOpIgnoresTheJoinedRank) {
+  run_thread_ranks(3, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(borrowed(comm), quick_options());
+    const int r = comm.rank();
+    if (r == 0) {
+      eng.join().check();
+      return 0;
+    }
+    const float v = float(r + 2);  // 3 on rank 1, 4 on rank 2
+    const std::vector<std::pair<ReduceOp, std::vector<float>>> cases{
+        {ReduceOp::kMin, {-4, 3, 3}},
+        {ReduceOp::kMax, {-3, 4, 3}},
+        {ReduceOp::kProduct, {12, 12, 9}}};
+    for (const auto& [op, want] : cases) {
+      std::vector<float> x{-v, v, 3};
+      std::vector<int32_t> i{int32_t(-v), int32_t(v), 3};
+      OpOptions o;
+      o.op = op;
+      const TensorView fx{x.data(), DType::kFloat32, {3}}, ix{i.data(), DType::kInt32, {3}};
+      Handle hf = eng.allreduce(std::string("f.") + op_name(op), fx, fx, o);
+      Handle hi = eng.allreduce(std::string("i.") + op_name(op), ix, ix, o);
+      hf.check();
+      hi.check();
+      EXPECT_EQ(x, want) << op_name(op);
+      EXPECT_EQ(i, (std::vector<int32_t>(want.begin(), want.end()))) << op_name(op);
+    }
+    eng.join().check();
+    return 0;
+  });
+}
+
 // Integer averages are the sum divided exactly, truncating toward zero: a 1/n postscale through
 // a double rounded (2^53 + 1) + (2^53 + 1) = 2^54 + 2 to 2^54, giving 2^53.
 TEST(Engine, IntegerAveragesAreExact) {

@@ -262,6 +262,31 @@ TEST(ReduceKernels, EveryIsaMatchesScalarBitForBit) {
   }
 }
 
+// x op identity is x, bit for bit (any NaN stays a NaN), for every dtype and op, with NaNs,
+// infinities and signed zeros among the x: what a rank that has joined contributes.
+TEST(ReduceKernels, TheIdentityLeavesEveryValueUnchanged) {
+  constexpr size_t kCount = 1000;
+  for (DType dtype : kDTypes) {
+    for (ReduceOp op : kOps) {
+      if (!op_takes(op, dtype)) continue;
+      SCOPED_TRACE(describe(active_isa(), dtype, op, kCount));
+      const Bytes x = make_inputs(dtype, op, kCount, 99).a;
+      Bytes identity(x.size()), out(x.size());
+      fill_identity(identity.data(), kCount, dtype, op);
+      combine(out.data(), x.data(), identity.data(), kCount, dtype, op);
+      const size_t size = dtype_size(dtype);
+      for (size_t i = 0; i < kCount; ++i) {
+        const bool same = is_nan_at(dtype, x, i)
+                              ? is_nan_at(dtype, out, i)
+                              : std::memcmp(x.data() + i * size, out.data() + i * size, size) == 0;
+        ASSERT_TRUE(same) << "element " << i << ": x=" << hex_at(dtype, x, i)
+                          << " identity=" << hex_at(dtype, identity, i) << " got "
+                          << hex_at(dtype, out, i);
+      }
+    }
+  }
+}
+
 // Every fp16 and bf16 bit pattern as an input, so the vector conversions (F16C, the bf16
 // integer rounding) are checked against float_to_half / float_to_bfloat16 on all of them.
 TEST(ReduceKernels, EveryHalfAndBFloat16PatternMatchesScalar) {

@@ -431,9 +431,9 @@ def _wait(handle):
 
 
 def join(device=-1):
-    """This rank has no more data: it joins the other ranks' allreduces with zeros until every
-    rank has joined. Returns the last rank to join. `device` is accepted for Horovod's
-    signature (kolo works on the CPU)."""
+    """This rank has no more data: it joins the other ranks' allreduces with zeros (the op's
+    identity: +inf for Min, 1 for Product, ...) until every rank has joined. Returns the last
+    rank to join. `device` is accepted for Horovod's signature (kolo works on the CPU)."""
     global _joins
     del device
     last = _wait(basics._engine().join(0)).output_value()
