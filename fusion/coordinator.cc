@@ -154,7 +154,11 @@ std::vector<Response> Coordinator::decide(const std::vector<std::vector<Request>
     Response resp = decide_group(group, ready, by_name);
     const bool complete =
         static_cast<int32_t>(ready.size()) >= first_request(by_name[ready[0]]).group_size;
-    if (resp.kind == Response::Kind::kError) resp.names = held[group];
+    if (resp.kind == Response::Kind::kError) {
+      resp.names = held[group];
+      if (std::string why = member_dtype_differs(resp.names, by_name); !why.empty())
+        resp.error = "grouped allreduce '" + group + "': " + why;
+    }
     if (resp.kind == Response::Kind::kError || complete) {
       for (const auto& name : resp.names) {
         forget(name);
@@ -205,10 +209,36 @@ Response Coordinator::decide_ready(const std::string& name,
   }
   if (!resp.joined.empty() && ref.type != OpType::kAllreduce) {
     resp.kind = Response::Kind::kError;
-    resp.error = "tensor '" + name + "': " + ranks_text(resp.joined) +
-                 " have joined; only allreduce continues after join";
+    resp.error = "tensor '" + name + "': " +
+                 (resp.joined.size() == 1 ? rank_text(resp.joined[0]) + " has"
+                                          : ranks_text(resp.joined) + " have") +
+                 " joined; only allreduce continues after join";
   }
   return resp;
+}
+
+std::string Coordinator::member_dtype_differs(
+    const std::vector<std::string>& names,
+    const std::map<std::string, std::vector<const Request*>>& by_name) const {
+  for (const std::string& name : names) {
+    const auto found = by_name.find(name);
+    if (found == by_name.end()) continue;
+    const Request* first = nullptr;
+    int first_rank = -1;
+    for (int r = 0; r < size_; ++r) {
+      const Request* q = found->second[static_cast<size_t>(r)];
+      if (q == nullptr) continue;
+      if (first == nullptr) {
+        first = q;
+        first_rank = r;
+      } else if (q->dtype != first->dtype) {
+        return "member '" + name + "' is " + dtype_name(first->dtype) + " on " +
+               rank_text(first_rank) + " and " + dtype_name(q->dtype) + " on " + rank_text(r) +
+               " (a group's members share one dtype, so the ranks' groups differ)";
+      }
+    }
+  }
+  return "";
 }
 
 Response Coordinator::decide_group(

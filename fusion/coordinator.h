@@ -30,6 +30,12 @@ class Coordinator {
   // The ready members of a grouped allreduce, checked together: one response for all of them.
   Response decide_group(const std::string& group, const std::vector<std::string>& members,
                         std::map<std::string, std::vector<const Request*>>& by_name) const;
+  // "member 'g.1' is float64 on rank 0 and float32 on rank 1 (...)" for the first of `names`
+  // whose dtype differs between ranks, else "": a caller that groups by dtype (kolo.torch) then
+  // makes groups of other sizes, which alone reads as a group mismatch.
+  std::string member_dtype_differs(
+      const std::vector<std::string>& names,
+      const std::map<std::string, std::vector<const Request*>>& by_name) const;
   void inspect_stalls(const std::map<std::string, std::vector<const Request*>>& pending,
                       const std::vector<bool>& joined, std::vector<Response>& out);
 

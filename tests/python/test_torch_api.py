@@ -266,6 +266,12 @@ def test_mismatches_raise_horovod_internal_error():
             call()
         assert isinstance(caught.value, kolo.MismatchError)
         assert isinstance(caught.value, kolo.KoloError)
+    # A member whose dtype differs on one rank is named with both dtypes (groups hold one dtype,
+    # so the ranks' groups differ in size, which alone read as a group mismatch).
+    mixed = [torch.ones(3), torch.ones(2, dtype=torch.float64 if r == 0 else torch.float32)]
+    with pytest.raises(kolo.MismatchError,
+                       match="member 'mm.mixed.1' is float64 on rank 0 and float32 on rank 1"):
+        hvd.grouped_allreduce(mixed, name="mm.mixed")
     assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == n  # later ops are unaffected
     out = hvd.grouped_allreduce([torch.full((3,), r + 1.0), torch.full((3,), 10.0 * (r + 1))],
                                 name="mm.group", op=hvd.Sum)
