@@ -151,6 +151,8 @@ kolo_status kolo_timeline_stop(void);
  * KOLO_ERR_PEER_LOST quoting the first error, while the engine's ops go on. */
 kolo_status kolo_comm_allreduce(const void* send, void* recv, size_t count, kolo_dtype dtype,
                                 kolo_op op);
+/* recv holds size * count elements, rank r's at r * count; in place, send is this rank's own
+ * slot (send == recv + rank * count elements). Other overlaps of send and recv are refused. */
 kolo_status kolo_comm_allgather(const void* send, void* recv, size_t count, kolo_dtype dtype);
 kolo_status kolo_comm_broadcast(void* data, size_t count, kolo_dtype dtype, int root);
 kolo_status kolo_comm_barrier(void);
