@@ -113,6 +113,11 @@ for entry in "${packages[@]}"; do
     fi
     log "$spec: $data_dir/$folder differs from what was unpacked (a file missing, added or" \
       "resized): unpacking it again"
+  elif [ -d "$data_dir/$folder" ] && [ -n "$(ls -A "$data_dir/$folder")" ]; then
+    # Not ours (no stamp): replacing it would delete someone's files.
+    echo "fetch_data: $data_dir/$folder holds files that fetch_data did not unpack (no" \
+      ".kolo_stamp); move it away or choose another DATA_DIR, then run again" >&2
+    exit 1
   fi
   download "$spec" "$tarball" "$expected"
   unpack "$spec" "$tarball" "$folder" "$expected"
