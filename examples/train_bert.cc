@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -124,13 +125,21 @@ void load_weights(kt::Bert& model, const std::string& path, bool print) {
   std::printf("\n");
 }
 
+// kolo.seq_len and kolo.pretrain.max_windows (the MLM windows each mail gives).
+int64_t seq_len_of(const kt::TrainConfig& config) {
+  return config.kolo.get_int("seq_len", 128, kt::Range::closed(8, 512));
+}
+int64_t max_windows_of(const kt::TrainConfig& config) {
+  return config.kolo.section("pretrain").get_int("max_windows", 2, kt::Range::at_least(1));
+}
+
 // Training batches are this rank's slice of each global batch (the global order depends on the
 // seed only); evaluation batchers see every example (rank 0 of 1) and are split by batch index.
 kt::TokenBatcherOptions batcher_options(const kt::TrainConfig& config, size_t batch, bool shuffle,
                                         uint64_t seed, const Job* job = nullptr) {
   kt::TokenBatcherOptions o;
   o.sampler = {batch, shuffle, shuffle, seed, job ? job->comm->rank() : 0, job ? job->world() : 1};
-  o.seq_len = static_cast<size_t>(config.kolo.get_int("seq_len", 128, kt::Range::closed(8, 512)));
+  o.seq_len = static_cast<size_t>(seq_len_of(config));
   return o;
 }
 
@@ -193,6 +202,40 @@ void report_classification(const Job& job, kt::Bert& model, const kt::TokenBatch
                 matrix.accuracy(), matrix.precision(), matrix.recall(), matrix.f1(),
                 static_cast<long long>(matrix.total()));
   print_metrics(job, progress, line);
+}
+
+// The settings that fix the order of a phase's training samples. A resume continues at the
+// checkpoint's step of its epoch, so with another global batch, seed or set of examples it
+// would skip or repeat samples (and a larger batch could end the epoch at once). World size,
+// ZeRO stage and accumulation may change: rank r takes micro-batch i * world + r of the same
+// global order.
+std::vector<std::pair<std::string, nlohmann::json>> data_order(const kt::TrainConfig& config,
+                                                               const std::string& phase) {
+  std::vector<std::pair<std::string, nlohmann::json>> out = {
+      {"train_batch_size", config.batch.train_batch_size},
+      {"kolo.seed", config.kolo.get_int("seed", 1, kt::Range::at_least(0))}};
+  if (phase == "pretrain") {  // the MLM examples each mail gives
+    out.push_back({"kolo.seq_len", seq_len_of(config)});
+    out.push_back({"kolo.pretrain.max_windows", max_windows_of(config)});
+  }
+  return out;
+}
+
+// --resume: each of data_order() the checkpoint's, or a refusal naming the setting, both
+// values and the index (on every rank alike, before training).
+void check_data_order(const std::string& folder, const nlohmann::json& index,
+                      const kt::TrainConfig& config, const std::string& phase) {
+  const std::string index_path = folder + "/index.json";
+  const kt::TrainConfig saved_config = kt::parse_train_config(
+      index.at("config"), static_cast<int>(index.at("world_size").get<int64_t>()), false);
+  const auto saved = data_order(saved_config, phase);
+  const auto now = data_order(config, phase);
+  for (size_t i = 0; i < now.size(); ++i)
+    KOLO_CHECK_ARG(now[i].second == saved[i].second, "--resume: ", now[i].first, " ",
+                   now[i].second.dump(), " differs from the checkpoint's ", saved[i].second.dump(),
+                   " (", index_path, ", step ", index.at("step").get<int64_t>(), " of ", phase,
+                   "): the resumed run would skip or repeat samples; resume with ", now[i].first,
+                   "=", saved[i].second.dump(), " or start a new run");
 }
 
 // --device: the trainer's kernels and, on a GPU, the engine's device backend that averages the
@@ -275,11 +318,27 @@ int64_t train_phase(const Job& job, const DeviceChoice& device, kt::Bert& model,
     first_epoch = at.epoch;
     first_step = at.step_in_epoch;
     saved = at.step;
+    // The data position counts steps of the epoch (the settings that fix the order were
+    // checked in run()): a checkpoint inside an epoch this run's data do not reach was made
+    // from other data.
+    KOLO_CHECK_ARG(at.step_in_epoch == 0 || at.step_in_epoch < per_epoch, "--resume ",
+                   checkpoints.resume, ": the checkpoint is at step ", at.step_in_epoch,
+                   " of epoch ", at.epoch + 1, ", but an epoch of ", train.examples(),
+                   " sequences has ", per_epoch, " steps of train_batch_size ",
+                   config.batch.train_batch_size,
+                   " here: the training data differ from the checkpoint's run");
     if (job.lead())
       std::printf("%s: resumed from %s at step %lld (epoch %lld, step %lld of it) in %.2f s\n",
                   name.c_str(), checkpoints.resume.c_str(), static_cast<long long>(at.step),
                   static_cast<long long>(at.epoch + 1), static_cast<long long>(at.step_in_epoch),
                   took);
+    if (job.lead() && at.step >= total)
+      std::printf(
+          "%s: nothing to train: the checkpoint is already at step %lld, and the phase ends at "
+          "step %lld (kolo.%s.max_steps %lld, kolo.%s.epochs %lld of %lld steps)\n",
+          name.c_str(), static_cast<long long>(at.step), static_cast<long long>(total),
+          name.c_str(), static_cast<long long>(max_steps), name.c_str(),
+          static_cast<long long>(epochs), static_cast<long long>(per_epoch));
   }
   // A checkpoint of the state after `steps_in_epoch` steps of `epoch`.
   auto save = [&](int64_t epoch, int64_t steps_in_epoch) {
@@ -454,13 +513,13 @@ int run(Job job, const Args& args) {
     resume_offset = index.at("global_step").get<int64_t>() - index.at("step").get<int64_t>();
     KOLO_CHECK_ARG(args.phase == "both" || args.phase == resume_phase, "--resume ", resume_folder,
                    " continues phase ", resume_phase, ", not --phase ", args.phase);
+    check_data_order(resume_folder, index, resume_phase == "pretrain" ? pre : fine, resume_phase);
   }
   int64_t pretrain_steps = 0;
   const bool run_pretrain =
       (args.phase == "both" || args.phase == "pretrain") && resume_phase != "finetune";
   if (run_pretrain) {
-    const size_t windows = static_cast<size_t>(
-        pre.kolo.section("pretrain").get_int("max_windows", 2, kt::Range::at_least(1)));
+    const size_t windows = static_cast<size_t>(max_windows_of(pre));
     kt::TokenBatcher train(kt::mlm_examples(corpus.train, vocab, seq, windows), vocab,
                            kt::TokenTask::kMlm,
                            batcher_options(pre, pre.batch.micro_batch_size, true, seed, &job));

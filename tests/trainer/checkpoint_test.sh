@@ -7,9 +7,13 @@
 #     fp32 export gives PyTorch's loss within 1e-5 in tests/trainer/python/compare.py), refuses
 #     an export into the checkpoint, and exits 2 naming what it cannot parse;
 #   - an altered, a truncated and a missing shard are refused naming the file and the check
-#     that failed; an older step folder can still be named; a checkpoint of another model
-#     shape is refused naming the first tensor that differs; --keep keeps the newest folders
-#     (of the run: a resumed run leaves an earlier run's later steps alone);
+#     that failed (the truncated one on both ranks, also the one that does not read it); another
+#     train_batch_size or kolo.seed is refused, another accumulation accepted; a checkpoint past
+#     the phase's max_steps trains nothing and says so; an older step folder can still be
+#     named; a checkpoint of another model shape is refused naming the first tensor that
+#     differs; --keep keeps the newest folders (of the run: a resumed run leaves an earlier
+#     run's later steps alone);
+#   - a resumed run that saves an existing step again replaces it, leaving nothing hidden;
 #   - every rank killed while the step-12 folder is being written: latest still loads;
 #   - a disk that fills during a save (a 90 MiB tmpfs, as root): an error on every rank,
 #     `latest` still names the previous, loadable checkpoint, and no partial folder is left.
@@ -100,6 +104,39 @@ cp -r "$out/a/step-000012" "$out/bad2"
 truncate -s 1000 "$out/bad2/rank-00000-of-00002.safetensors"
 if "${run[@]}" --resume "$out/bad2" >"$out/bad2.log" 2>&1; then exit 1; fi
 grep -q "rank-00000-of-00002.safetensors has 1000 bytes, the index says" "$out/bad2.log"
+# Ranks started torchrun-style, so that each prints its own error (a launcher stops the others
+# as soon as one fails): the rank that reads the truncated shard names it, and so does the
+# other, which does not read it (before: "lost rank 0").
+port=$((20000 + RANDOM % 20000))
+pids=()
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port KOLO_SECRET=ckpt \
+    "${run[@]:3}" --resume "$out/bad2" >"$out/bad2_$r.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do if wait "$p"; then exit 1; fi; done
+grep -q "loading checkpoint .* failed: checkpoint file .*rank-00000-of-00002.safetensors has 1000 bytes" \
+  "$out/bad2_0.log"
+grep -q "loading checkpoint .* failed on rank 0: checkpoint file .*rank-00000-of-00002.safetensors has 1000 bytes" \
+  "$out/bad2_1.log"
+# A resume continues at the checkpoint's step of its epoch, so what fixes the order of the
+# samples must be the checkpoint's: another global batch or seed is refused naming the setting
+# and both values (before: samples skipped or repeated silently). Another accumulation with the
+# same global batch is accepted.
+if "${run[@]}" --resume "$out/a/step-000006" --set train_batch_size=16 >"$out/batch.log" 2>&1; then
+  exit 1
+fi
+grep -q "resume: train_batch_size 16 differs from the checkpoint's 32 ($out/a/step-000006/index.json, step 6 of finetune)" \
+  "$out/batch.log"
+if "${run[@]}" --resume "$out/a/step-000006" --set kolo.seed=2 >"$out/seed.log" 2>&1; then exit 1; fi
+grep -q "resume: kolo.seed 2 differs from the checkpoint's 1 " "$out/seed.log"
+"${run[@]}" --resume "$out/a/step-000006" --set gradient_accumulation_steps=2 \
+  --set kolo.finetune.max_steps=7 >"$out/accumulate.log" 2>&1
+grep -q "step 7/7" "$out/accumulate.log"
+# A checkpoint already at or past the phase's last step trains nothing and says so.
+"${run[@]}" --resume "$out/a" --set kolo.finetune.max_steps=6 >"$out/done.log" 2>&1
+grep -q "finetune: nothing to train: the checkpoint is already at step 12, and the phase ends at step 6" \
+  "$out/done.log"
 # An older step folder, named explicitly, still loads.
 "${run[@]}" --resume "$out/a/step-000006" --set kolo.finetune.max_steps=7 >"$out/old.log" 2>&1
 grep -q "resumed from .*step-000006" "$out/old.log"
@@ -125,6 +162,16 @@ kill_when "$out/m" "$out/m/.step-000012.partial"
 echo "checkpoint_test: killed during the save; latest names $(cat "$out/m/latest")"
 "${run[@]}" --resume "$out/m" >"$out/m2.log" 2>&1
 grep -q "resumed from .*$(cat "$out/m/latest")" "$out/m2.log"
+# A run resumed from step 6 into the folder that holds step 12 saves step 12 again: the earlier
+# folder keeps its name until the new one is complete (the two are swapped in one rename; before,
+# it was removed first), nothing hidden is left, and at the same settings the files are the same.
+cp -r "$out/a/step-000012" "$out/a12"
+"${run[@]}" --resume "$out/a/step-000006" --save "$out/a" --save-every 6 >"$out/again.log" 2>&1
+test "$(cat "$out/a/latest")" = step-000012
+test -z "$(ls -A "$out/a" | grep '^\.')" || { ls -a "$out/a"; exit 1; }
+for f in model.safetensors rank-00000-of-00002.safetensors rank-00001-of-00002.safetensors; do
+  cmp "$out/a12/$f" "$out/a/step-000012/$f"
+done
 # Another model shape.
 if "${run[@]}" --resume "$out/a" --set kolo.model=mini >"$out/shape.log" 2>&1; then exit 1; fi
 grep -q "bert.embeddings.word_embeddings.weight \[30522,128\] in the checkpoint and bert.embeddings.word_embeddings.weight \[30522,256\] in the model" "$out/shape.log"

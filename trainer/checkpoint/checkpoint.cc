@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <memory>
@@ -74,26 +76,110 @@ int first_failed(Communicator& comm, bool ok) {
   return failed == comm.size() ? -1 : failed;
 }
 
-bool all_ok(Communicator& comm, bool ok) {
-  return first_failed(comm, ok) < 0;
-}
-
 // Runs `work` on this rank; then every rank learns whether all succeeded. A failure anywhere
-// throws on every rank: the failing ones with their own message, the others naming a rank
-// that failed.
+// throws on every rank with the error code of the lowest failing rank: a rank that failed with
+// its own message, the others with that rank's ("<what> failed on rank 1: checkpoint file ...
+// has 3000 bytes, the index says 4000"), carried in one broadcast, so that each rank's error
+// names the file at fault and not only a lost peer.
 template <typename Work>
 void collectively(Communicator& comm, const std::string& what, Work&& work) {
+  bool ok = true;
+  ErrorCode code = ErrorCode::kIo;
   std::string error;
   try {
     work();
+  } catch (const Error& e) {
+    ok = false;
+    code = e.code();
+    error = e.message();
   } catch (const std::exception& e) {
+    ok = false;
     error = e.what();
   }
-  const int failed = first_failed(comm, error.empty());
+  const int failed = first_failed(comm, ok);
   if (failed < 0) return;
-  KOLO_THROW(
-      ErrorCode::kIo, what, " failed",
-      error.empty() ? " on rank " + std::to_string(failed) + " (see its error)" : ": " + error);
+  // The failing rank's code, then its message cut to the block (ends with a NUL).
+  constexpr size_t kBlock = 2048;
+  std::vector<char> block(kBlock, 0);
+  if (comm.rank() == failed) {
+    const int32_t c = static_cast<int32_t>(code);
+    std::memcpy(block.data(), &c, sizeof c);
+    error.copy(block.data() + sizeof c, kBlock - sizeof c - 1);
+  }
+  comm.broadcast(block.data(), kBlock, DType::kUInt8, failed);
+  if (!ok) KOLO_THROW(code, what, " failed: ", error);
+  int32_t c = 0;
+  std::memcpy(&c, block.data(), sizeof c);
+  KOLO_THROW(static_cast<ErrorCode>(c), what, " failed on rank ", failed, ": ",
+             std::string(block.data() + sizeof c));
+}
+
+// The hidden names of a step folder while it is written (".step-000100.partial") and, for an
+// earlier save of the same step that a new one replaces, until `latest` names the new one
+// (".step-000100.replaced").
+std::string partial_name(const std::string& step) {
+  return "." + step + ".partial";
+}
+std::string replaced_name(const std::string& step) {
+  return "." + step + ".replaced";
+}
+
+// The step folder a hidden name belongs to ("step-000100"), or "" when `name` is not one of
+// `suffix`.
+std::string hidden_step(const std::string& name, const std::string& suffix) {
+  if (name.size() <= 1 + suffix.size() || name.rfind(".step-", 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0)
+    return "";
+  return name.substr(1, name.size() - 1 - suffix.size());
+}
+
+// What a save that died left in `dir` (rank 0, before the next save): a folder it was writing
+// is removed; an earlier step folder it had set aside is put back where no folder took its
+// name (the save died between the two renames of publish()), else removed.
+void clean_leftovers(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir))
+    names.push_back(entry.path().filename().string());
+  for (const std::string& n : names) {
+    if (const std::string step = hidden_step(n, ".replaced"); !step.empty()) {
+      std::error_code ec;
+      if (fs::exists(fs::symlink_status(dir / step, ec)))
+        fs::remove_all(dir / n);
+      else
+        fs::rename(dir / n, dir / step);
+    } else if (!hidden_step(n, ".partial").empty()) {
+      fs::remove_all(dir / n);
+    }
+  }
+  sync_folder(dir.string());
+}
+
+// Puts the complete folder dir/.<step>.partial in place as dir/<step> and then points `latest`
+// at it. An earlier save of the same step (a run resumed from before it) is never removed before
+// the new one has taken its name: the two are swapped in one rename (RENAME_EXCHANGE) where the
+// file system can, so dir/<step> is a complete folder at every instant; elsewhere the old one
+// is renamed aside first, and a save that dies before the second rename leaves it there for
+// clean_leftovers() and resolve_checkpoint(). The old one is removed once `latest` names the
+// new one.
+void publish(const fs::path& dir, const std::string& step) {
+  const fs::path tmp = dir / partial_name(step), final_dir = dir / step,
+                 aside = dir / replaced_name(step);
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(final_dir, ec))) {
+    fs::rename(tmp, final_dir);
+  } else if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_EXCHANGE) ==
+             0) {
+    fs::rename(tmp, aside);  // the earlier save, now under the temporary name
+  } else {
+    CHECK_OR_THROW(errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP, ErrorCode::kIo,
+                   "checkpoint: exchanging ", tmp.string(), " and ", final_dir.string(), ": ",
+                   std::strerror(errno));
+    fs::rename(final_dir, aside);
+    fs::rename(tmp, final_dir);
+  }
+  sync_folder(dir.string());
+  write_text_atomic((dir / "latest").string(), step + "\n");
+  fs::remove_all(aside);
 }
 
 nlohmann::json layout_json(const ParamLayout& layout) {
@@ -119,11 +205,11 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
   const int rank = comm.rank(), world = comm.size();
   const std::string name = step_name(position.global_step);
   const std::string final_dir = (fs::path(dir) / name).string();
-  const std::string tmp_dir = (fs::path(dir) / ("." + name + ".partial")).string();
+  const std::string tmp_dir = (fs::path(dir) / partial_name(name)).string();
   collectively(comm, "checkpoint " + final_dir + ": creating the folder", [&] {
     if (rank != 0) return;
     fs::create_directories(dir);
-    fs::remove_all(tmp_dir);  // a save that died before its rename
+    clean_leftovers(dir);  // of a save that died
     fs::create_directories(tmp_dir);
   });
   // A save that fails (a full disk) leaves no partial folder behind: rank 0 made it, and every
@@ -225,10 +311,7 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
         {"files", files},
         {"config", config}};
     write_text_atomic((fs::path(tmp_dir) / "index.json").string(), index.dump(1));
-    fs::remove_all(final_dir);  // an older save of the same step
-    fs::rename(tmp_dir, final_dir);
-    sync_folder(dir);
-    write_text_atomic((fs::path(dir) / "latest").string(), name + "\n");
+    publish(dir, name);
     if (keep <= 0) return;
     // The newest `keep` up to this one. Steps after it are an earlier run's that went further
     // (this run resumed from before them): not this run's to count or delete.
@@ -284,6 +367,12 @@ std::string resolve_checkpoint(const std::string& path) {
       ErrorCode::kInvalidArgument, "checkpoint: ", latest.string(),
       " does not name a step folder (", shown(name), ")");
   const fs::path folder = fs::path(path) / name;
+  // A save that replaced this step and died between its two renames (publish()) left the
+  // complete earlier folder aside; the next save puts it back.
+  const fs::path aside = fs::path(path) / replaced_name(name);
+  if (!name.empty() && !fs::exists(folder / "index.json", ec) &&
+      fs::exists(aside / "index.json", ec))
+    return aside.string();
   CHECK_OR_THROW(!name.empty() && fs::exists(folder / "index.json", ec),
                  ErrorCode::kInvalidArgument, "checkpoint: ", latest.string(), " names ",
                  shown(name), ", which has no index.json");
@@ -360,11 +449,12 @@ void read_checkpoint_range(const std::string& folder, const nlohmann::json& inde
   }
 }
 
-TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep& step,
-                              DataParallel& parallel) {
-  const nlohmann::json index = read_checkpoint_index(folder);
-  const std::string index_path = (fs::path(folder) / "index.json").string();
-  // The layout: the same names, shapes and offsets, or the first tensor that differs.
+namespace {
+
+// The checkpoint's layout, tensor by tensor, against the model's (the first that differs is
+// named), and its optimizer buffers against this run's.
+void check_fits(const nlohmann::json& index, const std::string& index_path, Model& model,
+                const std::vector<RangeOut>& kinds, TrainStep& step) {
   const ParamLayout& layout = model.layout();
   const nlohmann::json& saved = index.at("layout");
   for (size_t i = 0; i < std::max(saved.size(), layout.params().size()); ++i) {
@@ -382,22 +472,32 @@ TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep
                    " in the checkpoint and ", p.name, " ", nlohmann::json(p.shape).dump(),
                    " in the model");
   }
-  const std::vector<RangeOut> kinds = buffers(step);
   nlohmann::json names = nlohmann::json::array();
   for (const RangeOut& b : kinds) names.push_back(b.kind);
   CHECK_OR_THROW(index.at("buffers") == names, ErrorCode::kInvalidArgument, index_path,
                  ": optimizer ", index.at("optimizer").get<std::string>(), " with buffers ",
                  index.at("buffers").dump(), "; this run's optimizer ", step.optimizer().name(),
                  " keeps ", names.dump());
+}
 
-  // The 16-bit weights, whole on every rank for the moment (stage 3 releases them again).
-  parallel.gather_all_params();
-  model.load(verified_file(folder, index, "model.safetensors"), true);
-  parallel.release_params();
+}  // namespace
 
-  // This rank's range of every buffer, from whichever shards hold it.
+TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep& step,
+                              DataParallel& parallel) {
+  const std::vector<RangeOut> kinds = buffers(step);
   const Partition& held = step.range();
-  read_checkpoint_range(folder, index, kinds, held.begin, held.end);
+  nlohmann::json index;
+  // The 16-bit weights whole on every rank for the moment (stage 3 releases them again), then
+  // this rank's range of every buffer from whichever shards hold it. Ranks read different
+  // files: a damaged one is reported on every rank, naming it (collectively).
+  parallel.gather_all_params();
+  collectively(parallel.communicator(), "loading checkpoint " + folder, [&] {
+    index = read_checkpoint_index(folder);
+    check_fits(index, (fs::path(folder) / "index.json").string(), model, kinds, step);
+    model.load(verified_file(folder, index, "model.safetensors"), true);
+    read_checkpoint_range(folder, index, kinds, held.begin, held.end);
+  });
+  parallel.release_params();
   step.state_from_host();  // a model on a device: they go back down
   step.optimizer().set_step_count(index.at("optimizer_step").get<int64_t>());
   const nlohmann::json& s = index.at("loss_scaler");
@@ -410,8 +510,6 @@ TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep
   position.global_step = index.at("global_step").get<int64_t>();
   position.epoch = index.at("epoch").get<int64_t>();
   position.step_in_epoch = index.at("step_in_epoch").get<int64_t>();
-  // Every rank read its part; none continues before all have.
-  CHECK_OR_THROW(all_ok(parallel.communicator(), true), ErrorCode::kInternal, "checkpoint load");
   return position;
 }
 

@@ -8,8 +8,10 @@
 //   index.json                       layout, partitions, world size, stage, position, loss
 //                                    scaler, config, kolo version, and the SHA-256 of each file.
 // Writes are atomic: the folder is written under a temporary name, every file is fsynced, the
-// index comes last, the folder is renamed, and DIR/latest is replaced after it. A resume at any
-// world size and stage reads, on each rank, only the byte ranges of its own new range.
+// index comes last, the folder is renamed, and DIR/latest is replaced after it. A folder of the
+// same step saved before (by a run that went further) is swapped out in one rename and removed
+// only once DIR/latest names the new one. A resume at any world size and stage reads, on each
+// rank, only the byte ranges of its own new range.
 #pragma once
 
 #include <cstdint>
@@ -35,20 +37,24 @@ struct TrainPosition {
 
 // Collective over the data-parallel ranks. Writes DIR/step-<global_step>/ and then DIR/latest;
 // `keep` > 0 removes older step folders beyond the newest `keep` once the new one is complete.
-// Any rank's failure (a full disk, a permission) is an error on every rank, and DIR/latest
-// still names the previous checkpoint. Returns the folder written.
+// First removes what a save that was killed left in DIR (and puts back a step folder it had
+// set aside). Any rank's failure (a full disk, a permission) is an error on every rank, each
+// naming the failing rank's message, and DIR/latest still names the previous checkpoint.
+// Returns the folder written.
 std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& step,
                             DataParallel& parallel, const TrainPosition& position,
                             const nlohmann::json& config, int64_t keep = 0);
 
 // The step folder `path` names: itself when it holds index.json, else the folder DIR/latest
-// names. Throws naming what is missing.
+// names (or, when a save killed while replacing that step left it aside, its aside copy
+// DIR/.step-NNNNNN.replaced). Throws naming what is missing.
 std::string resolve_checkpoint(const std::string& path);
 
 // Collective: restores this rank's model, master weights, optimizer states, step count and
 // loss scaler from `folder` (resolve_checkpoint's result), whatever world size and stage wrote
 // it. Checks every file it reads against the index (size and SHA-256) and the layout against
-// the model's (naming the first tensor that differs). Returns the position to continue from.
+// the model's (naming the first tensor that differs); a failure on any rank is an error on
+// every rank with that rank's message. Returns the position to continue from.
 TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep& step,
                               DataParallel& parallel);
 
