@@ -119,6 +119,21 @@ TEST(CheckpointSave, SavingAStepAgainReplacesItAndLeavesNothingHidden) {
   EXPECT_TRUE(all_equal(loaded_master(dir.path), 2.0f)) << "the second save of step 3";
 }
 
+// The index's data position in samples from a config that gives the micro batch and the
+// accumulation instead of train_batch_size (it was 0).
+TEST(CheckpointSave, TheIndexCountsSamplesFromEitherBatchSetting) {
+  TempDir dir;
+  const nlohmann::json micro = {{"train_micro_batch_size_per_gpu", 2},
+                                {"gradient_accumulation_steps", 3}};
+  run_thread_ranks(1, TransportKind::kShm, [&](Communicator& c) {
+    Trainer t(c);
+    save_checkpoint(dir.path.string(), t.model, t.step, t.parallel, {"train", 5, 5, 0, 5}, micro);
+    return 0;
+  });
+  std::ifstream in(dir.path / "step-000005" / "index.json");
+  EXPECT_EQ(nlohmann::json::parse(in).at("global_sample"), 30);
+}
+
 // A save that replaced step 3 where the file system cannot exchange two folders in one rename
 // renames the old one aside first; dying before the new one took its name leaves step-000003
 // missing while `latest` names it. The aside folder loads, and the next save puts it back.

@@ -182,6 +182,14 @@ void publish(const fs::path& dir, const std::string& step) {
   fs::remove_all(aside);
 }
 
+// The config's global batch: train_batch_size, else micro batch x accumulation x world (a
+// config may give either; the parser checked that they agree).
+int64_t global_batch(const nlohmann::json& config, int world) {
+  if (const int64_t given = config.value("train_batch_size", int64_t{0}); given > 0) return given;
+  return config.value("train_micro_batch_size_per_gpu", int64_t{0}) *
+         config.value("gradient_accumulation_steps", int64_t{1}) * world;
+}
+
 nlohmann::json layout_json(const ParamLayout& layout) {
   nlohmann::json out = nlohmann::json::array();
   for (const ParamInfo& p : layout.params())
@@ -294,7 +302,7 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
         {"epoch", position.epoch},
         {"step_in_epoch", position.step_in_epoch},
         // The data position in samples: every step (skipped ones too) consumed a global batch.
-        {"global_sample", position.step * config.value("train_batch_size", int64_t{0})},
+        {"global_sample", position.step * global_batch(config, world)},
         {"world_size", world},
         {"stage", parallel.stage()},
         {"dtype", dtype_name(model.dtype())},
