@@ -151,9 +151,9 @@ Algorithm Communicator::begin(Collective collective, size_t bytes, const Collect
   if (context_) {
     transport::CallSignature call;
     call.bytes = sizes_agree ? bytes : 0;
-    call.kind = transport::call_kind(static_cast<uint8_t>(collective),
-                                     dtype ? static_cast<uint8_t>(*dtype) : 0xff,
-                                     op ? static_cast<uint8_t>(*op) : 0xff);
+    call.kind = transport::call_kind(
+        static_cast<uint8_t>(collective), dtype ? static_cast<uint8_t>(*dtype) : 0xff,
+        op ? static_cast<uint8_t>(*op) : 0xff, static_cast<uint8_t>(options.algorithm));
     call.root = root;
     context_->begin_call(collective_name(collective), bytes, call);
   }

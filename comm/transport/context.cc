@@ -104,13 +104,14 @@ void Context::check_call(int peer, const CallSignature& theirs) const {
              describe_call(call_));
 }
 
-uint32_t call_kind(uint8_t collective, uint8_t dtype, uint8_t op) {
-  return uint32_t{collective} | uint32_t{dtype} << 8 | uint32_t{op} << 16;
+uint32_t call_kind(uint8_t collective, uint8_t dtype, uint8_t op, uint8_t algorithm) {
+  return uint32_t{collective} | uint32_t{dtype} << 8 | uint32_t{op} << 16 |
+         uint32_t{algorithm} << 24;
 }
 
 std::string describe_call(const CallSignature& call) {
   const uint32_t collective = call.kind & 0xff, dtype = (call.kind >> 8) & 0xff,
-                 op = (call.kind >> 16) & 0xff;
+                 op = (call.kind >> 16) & 0xff, algorithm = call.kind >> 24;
   std::string text = "call #" + std::to_string(call.seq) + ", ";
   text += collective <= static_cast<uint32_t>(Collective::kBarrier)
               ? collective_name(static_cast<Collective>(collective))
@@ -122,6 +123,9 @@ std::string describe_call(const CallSignature& call) {
     details += (details.empty() ? "" : ", ") + std::string(op_name(static_cast<ReduceOp>(op)));
   if (call.root >= 0)
     details += (details.empty() ? "" : ", ") + ("root " + std::to_string(call.root));
+  if (algorithm > 0 && algorithm <= static_cast<uint32_t>(Algorithm::kHierarchical))
+    details += (details.empty() ? "" : ", ") +
+               ("algorithm " + std::string(algorithm_name(static_cast<Algorithm>(algorithm))));
   return details.empty() ? text : text + " (" + details + ")";
 }
 

@@ -39,11 +39,14 @@ struct Frame;
 struct CallSignature {
   uint64_t seq = 0;    // this call's number on the communicator (1 = the first)
   uint64_t bytes = 0;  // the size every rank must agree on (0 where sizes may differ: alltoallv)
-  uint32_t kind = 0;   // collective | dtype << 8 | reduce op << 16 (0xff: not applicable)
-  int32_t root = -1;   // broadcast root, else -1
+  // collective | dtype << 8 | reduce op << 16 (0xff: not applicable) | the algorithm the
+  // call asked for << 24 (0: auto; ranks asking for different ones would mix their messages)
+  uint32_t kind = 0;
+  int32_t root = -1;  // broadcast root, else -1
   bool operator==(const CallSignature&) const = default;
 };
-uint32_t call_kind(uint8_t collective, uint8_t dtype = 0xff, uint8_t op = 0xff);
+uint32_t call_kind(uint8_t collective, uint8_t dtype = 0xff, uint8_t op = 0xff,
+                   uint8_t algorithm = 0);
 // "call #5, allreduce of 4096 B (float32, sum)".
 std::string describe_call(const CallSignature& call);
 

@@ -99,6 +99,20 @@ TEST_P(Mismatch, ABarrierAgainstAnotherCollectiveFailsOnEveryRank) {
       "call #2");
 }
 
+TEST_P(Mismatch, DifferentAlgorithmsFailOnEveryRank) {
+  // Rank 1 asks for the tree, the others for the ring: their messages would mix (every element
+  // came out wrong) or wait for each other until the timeout.
+  expect_mismatch(
+      [](Communicator& comm, int rank) {
+        std::vector<float> data(4096, 1.0f);
+        CollectiveOptions options;
+        options.algorithm = rank == 1 ? Algorithm::kTree : Algorithm::kRing;
+        comm.allreduce(data.data(), data.data(), data.size(), DType::kFloat32, ReduceOp::kSum,
+                       options);
+      },
+      "algorithm tree");
+}
+
 TEST_P(Mismatch, DifferentRootsFailOnEveryRank) {
   expect_mismatch(
       [](Communicator& comm, int rank) {
