@@ -295,6 +295,24 @@ def test_broadcast_optimizer_state_initializes_fresh_state():
     assert all("exp_avg" in opt.state[p] for p in model.parameters())
 
 
+def test_broadcast_optimizer_state_of_a_fresh_optimizer_leaves_the_parameters():
+    # Gradients from a warm-up pass, different on each rank: the step that makes the fresh state
+    # takes zeros (it stepped with them, moving the parameters apart after
+    # broadcast_parameters); SparseAdam gets sparse zeros (dense ones raised).
+    model = make_model(seed=3)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    before = [p.detach().clone() for p in model.parameters()]
+    for p in model.parameters():
+        p.grad = torch.full_like(p, float(hvd.rank() + 1))
+    hvd.broadcast_optimizer_state(torch.optim.SGD(model.parameters(), lr=0.1), root_rank=0)
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
+    assert all(torch.count_nonzero(p.grad) == 0 for p in model.parameters())
+    embedding = torch.nn.Embedding(10, 3, sparse=True)
+    sparse = torch.optim.SparseAdam(embedding.parameters(), lr=0.1)
+    hvd.broadcast_optimizer_state(sparse, root_rank=0)
+    assert "exp_avg" in sparse.state[embedding.weight]
+
+
 def test_sync_batch_norm_matches_batch_norm_on_the_whole_batch():
     r, n = hvd.rank(), hvd.size()
     g = torch.Generator().manual_seed(7)

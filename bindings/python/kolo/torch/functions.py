@@ -36,13 +36,17 @@ def broadcast_parameters(params, root_rank, prefix=None):
 
 def _initialize_state(optimizer):
     """Runs one step with zero gradients when the optimizer has no state yet, so that every rank
-    holds the state tensors root's are broadcast into (Horovod does the same)."""
+    holds the state tensors root's are broadcast into (Horovod does the same). Every trainable
+    parameter's gradient is replaced by zeros (sparse for SparseAdam), also where a backward
+    pass left one: that step would otherwise move the parameters, differently on each rank."""
     if len(optimizer.state_dict()["state"]) != 0:
         return
     for group in optimizer.param_groups:
         for p in group["params"]:
-            if p.requires_grad and p.grad is None:
+            if p.requires_grad:
                 p.grad = torch.zeros_like(p)
+                if isinstance(optimizer, torch.optim.SparseAdam):
+                    p.grad = p.grad.to_sparse()
     # A DistributedOptimizer would allreduce those zeros: step the wrapped class.
     step = optimizer.step
     if getattr(optimizer, "_kolo_distributed", False):
