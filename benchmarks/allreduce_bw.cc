@@ -13,6 +13,7 @@
 #include "benchmarks/baselines.h"
 #include "benchmarks/bench_case.h"
 #include "benchmarks/bench_options.h"
+#include "benchmarks/cli_checks.h"
 #include "benchmarks/copy_bound.h"
 #include "benchmarks/report.h"
 #include "comm/base/error.h"
@@ -132,6 +133,19 @@ void check_host_memory(Communicator& comm, size_t bytes, bool shared) {
   }
 }
 
+// The flags every rank must share, in one form (the output files and --alloc may differ).
+std::string shared_flags(const Options& o) {
+  std::string compare;
+  for (const std::string& c : o.compare) compare += (compare.empty() ? "" : ",") + c;
+  return "-b " + std::to_string(o.min_bytes) + " -e " + std::to_string(o.max_bytes) + " -f " +
+         std::to_string(o.step_factor) + " -n " + std::to_string(o.iters) + " -w " +
+         std::to_string(o.warmup_iters) + " -c " + std::to_string(o.check) + " -d " +
+         dtype_name(o.dtype) + " -o " + op_name(o.op) + " --coll " + collective_name(o.coll) +
+         " --algo " + algorithm_name(o.algorithm) + " --transport " + transport_name(o.transport) +
+         " --compare '" + compare + "' --inplace " + std::to_string(o.in_place) + " --bound " +
+         std::to_string(o.bound);
+}
+
 // Rank 0 opens the output files; every rank learns whether that worked.
 std::unique_ptr<Report> open_report(Communicator& comm, const Options& o) {
   std::unique_ptr<Report> report;
@@ -158,6 +172,7 @@ int run_benchmark(const Options& o) {
   std::vector<BenchCase> cases;
   std::vector<std::unique_ptr<Runner>> peers;
   std::unique_ptr<Report> report;
+  require_same_flags(*comm, shared_flags(o));
   try {  // every rank meets the same usage error: leave together, rank 0 (the store) last
     cases = plan_cases(*comm, o);
     check_host_memory(*comm, cases.back().bytes, o.shared_buffers);
@@ -201,11 +216,17 @@ int main(int argc, char** argv) {
     rank = kolo::bootstrap::detect_launch().rank;
     return kolo::bench::run_benchmark(kolo::bench::parse_options(argc, argv));
   } catch (const kolo::bench::UsageError& e) {
-    if (rank == 0 && *e.what())
+    // Errors found during the run come with an empty text: rank 0 printed them for every rank.
+    // A flag refused before the communicator started is printed by each rank it was given to
+    // (only rank 0's was: a launcher passing rank 1 its own bad flag said nothing but its exit
+    // status); --help by rank 0 only.
+    if (*e.what() && rank == 0)
       std::fprintf(e.exit_code() == 0 ? stdout : stderr, "%s%s\n",
                    e.exit_code() == 0 ? "" : "allreduce_bw: ", e.what());
-    // Every rank fails alike and only rank 0 prints; the others linger so that a launcher that
-    // stops the job at the first exit does not stop rank 0 before it has printed.
+    else if (*e.what() && e.exit_code() != 0)
+      std::fprintf(stderr, "allreduce_bw: rank %d: %s\n", rank, e.what());
+    // The others linger so that a launcher that stops the job at the first exit does not stop
+    // rank 0 before it has printed.
     if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
     return e.exit_code();
   } catch (const std::exception& e) {

@@ -8,6 +8,10 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
+
+#include "comm/base/error.h"
+#include "comm/communicator.h"
 
 namespace kolo::bench {
 
@@ -37,6 +41,25 @@ CLI::Validator finite_range(double lo, double hi = std::numeric_limits<double>::
         return "'" + text + "' is not accepted; expected " + accepted;
       },
       shown.str());
+}
+
+// Every rank of a benchmark must run the same thing: flags that differ between ranks (a
+// launcher that passes each rank its own arguments) paired different calls, waited on each
+// other until a deadline, or printed a table that only some ranks ran. Called right after the
+// communicator starts: kInvalidArgument on every rank, naming rank 0's flags and the first
+// rank's that differ.
+inline void require_same_flags(Communicator& comm, const std::string& flags) {
+  const std::vector<std::string> all = allgather_bytes(comm, flags);
+  for (size_t r = 1; r < all.size(); ++r)
+    KOLO_CHECK_ARG(all[r] == all[0], "the ranks were given different flags: rank 0 '", all[0],
+                   "', rank ", r, " '", all[r], "'");
+}
+
+// argv[1..] joined by blanks: the flags as given.
+inline std::string joined_flags(int argc, char** argv) {
+  std::string text;
+  for (int i = 1; i < argc; ++i) text += (i > 1 ? " " : "") + std::string(argv[i]);
+  return text;
 }
 
 }  // namespace kolo::bench

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "benchmarks/bench_memory.h"
+#include "benchmarks/cli_checks.h"
 #include "comm/communicator.h"
 #include "fusion/engine.h"
 
@@ -103,6 +104,7 @@ int main(int argc, char** argv) try {
       ->check(CLI::IsMember({"host", "cuda"}));
   CLI11_PARSE(app, argc, argv);
   auto comm = kolo::Communicator::init();
+  kolo::bench::require_same_flags(*comm, kolo::bench::joined_flags(argc, argv));
   auto memory =
       device == "cuda" ? kolo::bench::cuda_memory(*comm) : kolo::bench::host_memory(*comm);
   kolo::engine::EngineOptions options = kolo::engine::EngineOptions::from_env();

@@ -285,6 +285,7 @@ int main(int argc, char** argv) try {
   // the heap in use flat): a high-water mark of the allocator, not of kolo.
   ::mallopt(M_MMAP_THRESHOLD, 128 << 10);
   auto comm = Communicator::init();
+  kolo::bench::require_same_flags(*comm, kolo::bench::joined_flags(argc, argv));
   const int me = comm->rank(), n = comm->size();
   KOLO_CHECK_ARG(n >= 2 && n <= 7, "engine_soak runs on 2-7 ranks (uint8 sums stay exact), not ",
                  n);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "benchmarks/bench_options.h"
+#include "benchmarks/cli_checks.h"
 #include "comm/communicator.h"
 
 namespace {
@@ -49,6 +50,7 @@ int main(int argc, char** argv) try {
     throw kolo::bench::UsageError(
         2, "--bytes: '" + bytes_text + "' is not accepted; expected 4 B to 4G");
   auto world = kolo::Communicator::init();
+  kolo::bench::require_same_flags(*world, kolo::bench::joined_flags(argc, argv));
   std::vector<float> data(bytes / sizeof(float), 1.0f);
   std::vector<double> firsts, steadies;
   for (int t = 0; t < trials; ++t) {

@@ -21,13 +21,19 @@
 #include <climits>
 #include <cstring>
 
+#include "comm/base/env.h"
 #include "comm/bootstrap/store.h"
 #include "comm/communicator.h"
 
 namespace kolo::bench {
 namespace {
 
-constexpr std::chrono::milliseconds kTimeout = std::chrono::minutes(5);
+// Gloo's rendezvous and collectives wait as long as kolo's do (KOLO_TIMEOUT_SECONDS): a rank
+// that skipped the baseline left the others in Gloo's connect for 5 minutes.
+std::chrono::milliseconds gloo_timeout() {
+  static const std::chrono::milliseconds timeout = env::timeout();
+  return timeout;
+}
 
 // Gloo's rendezvous store interface over kolo's store, under the prefix "gloo_baseline/".
 class GlooStore : public gloo::rendezvous::Store {
@@ -37,10 +43,10 @@ class GlooStore : public gloo::rendezvous::Store {
     store_->set(prefixed(key), std::string(data.begin(), data.end()));
   }
   std::vector<char> get(const std::string& key) override {
-    std::string value = store_->get(prefixed(key), kTimeout);
+    std::string value = store_->get(prefixed(key), gloo_timeout());
     return {value.begin(), value.end()};
   }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, kTimeout); }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, gloo_timeout()); }
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override {
     std::vector<std::string> full;
@@ -63,7 +69,7 @@ std::shared_ptr<gloo::Context> connect_gloo(Communicator& comm) {
   }
   std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
   auto context = std::make_shared<gloo::rendezvous::Context>(comm.rank(), comm.size());
-  context->setTimeout(kTimeout);
+  context->setTimeout(gloo_timeout());
   GlooStore store(comm.store());
   context->connectFullMesh(store, device);
   return context;

@@ -550,6 +550,17 @@ def test_own_communicator_next_to_hvd():
             kolo.Communicator.init(timeout_seconds=bad)
 
 
+def test_alltoall_counts_that_differ_fail_on_every_rank():
+    # Rank 0 passes twice the others' count: MismatchError on every rank, on every transport
+    # (mpi at 3 ranks, where it corrupted the heap: mismatched_alltoall.py). A communicator of
+    # its own: a failed one stays failed.
+    comm = kolo.Communicator.init()
+    count = (2 if r == 0 else 1) * 1024 * n
+    x, y = torch.ones(count), torch.zeros(count)
+    with pytest.raises(kolo.MismatchError):
+        comm.alltoall(x.numpy(), y.numpy())
+
+
 def test_handle_wait_timeout_returns_on_time():
     # Only rank 0 submits: its handle cannot complete. wait(0.3) ran the engine's cycles in its
     # own thread and never looked at its deadline while they ran.
