@@ -4,7 +4,7 @@
 # engine on device tensors; trainer_throughput: BERT-base on the GPU) into one folder to carry to a machine with a GPU, where
 # scripts/gpu_check.sh runs them: the programs and, in lib/, the shared libraries they load
 # that a bare CUDA image lacks (OpenBLAS and its Fortran runtime, OpenSSL's libcrypto, MPI,
-# ...), all without debug information (the device tool carries 64 MiB; this is about 54). The
+# ...), all without debug information (the device tool carries 64 MiB; this is about 55). The
 # CUDA libraries (cudart, cuBLAS, cuBLASLt, NCCL) are the device machine's own.
 #   bash scripts/gpu_bundle.sh [BUILD_DIR] [OUT_DIR]     (defaults: build, build-gpu-bundle)
 set -euo pipefail
