@@ -155,7 +155,8 @@ void require_same_choices(bootstrap::Store& store, int rank, int size, const std
     transports.push_back(choice.substr(0, space));
     algorithms.push_back(space == std::string::npos ? "" : choice.substr(space + 1));
   }
-  bootstrap::require_same_on_every_rank("the transport (KOLO_TRANSPORT)", transports, rank);
+  bootstrap::require_same_on_every_rank(
+      "the transport (KOLO_TRANSPORT, or the program's transport option)", transports, rank);
   bootstrap::require_same_on_every_rank("KOLO_ALGORITHM", algorithms, rank);
 }
 

@@ -31,5 +31,5 @@ check KOLO_CACHE_CAPACITY 1024 0 "KOLO_CACHE_CAPACITY differs between ranks: ran
 check KOLO_DEVICE_HIERARCHICAL 1 0 "KOLO_DEVICE_HIERARCHICAL differs between ranks: rank 0 uses 1, rank 1 uses 0"
 check KOLO_SHM_STAGED_PASSES 1 2 "KOLO_SHM_STAGED_PASSES differs between ranks: rank 0 uses 1, rank 1 uses 2"
 check KOLO_ALGORITHM ring tree "KOLO_ALGORITHM differs between ranks: rank 0 uses ring, rank 1 uses tree"
-check KOLO_TRANSPORT shm tcp "the transport (KOLO_TRANSPORT) differs between ranks: rank 0 uses shm, rank 1 uses tcp"
+check KOLO_TRANSPORT shm tcp "the transport (KOLO_TRANSPORT, or the program's transport option) differs between ranks: rank 0 uses shm, rank 1 uses tcp"
 echo "settings_agree_test: OK"
