@@ -90,14 +90,14 @@ void Context::check_frame(const Transfer& t) const {
   const Frame::Wire& wire = t.frame->wire;
   check_call(t.peer, wire.call);
   if (wire.message_bytes != t.bytes)
-    KOLO_THROW(ErrorCode::kMismatch, operation(), " on rank ", rank_, ": ", describe_peer(t.peer),
-               " sent a message of ", wire.message_bytes, " B where this rank expects ", t.bytes,
-               " B in ", describe_call(call_), " (the ranks passed different counts)");
+    KOLO_THROW(ErrorCode::kMismatch, where(), ": ", describe_peer(t.peer), " sent a message of ",
+               wire.message_bytes, " B where this rank expects ", t.bytes, " B in ",
+               describe_call(call_), " (the ranks passed different counts)");
 }
 
 void Context::check_call(int peer, const CallSignature& theirs) const {
   if (theirs == call_) return;
-  KOLO_THROW(ErrorCode::kMismatch, operation(), " on rank ", rank_,
+  KOLO_THROW(ErrorCode::kMismatch, where(),
              ": ranks called different "
              "collectives: ",
              describe_peer(peer), " is in ", describe_call(theirs), ", this rank in ",
@@ -138,6 +138,13 @@ std::string Context::operation() const {
   return detail::concat(collective_, " of ", operation_bytes_, " B");
 }
 
+std::string Context::where() const {
+  std::string text = operation() + " on rank " + std::to_string(rank_);
+  const int world = global_ranks_[static_cast<size_t>(rank_)];
+  if (world != rank_) text += " (world rank " + std::to_string(world) + ")";
+  return text;
+}
+
 std::string Context::describe_peer(int peer) const {
   std::string text = "rank " + std::to_string(peer);
   int world = global_ranks_[static_cast<size_t>(peer)];
@@ -164,8 +171,8 @@ void Context::fail(const std::string& why) {
 }
 
 void Context::throw_timeout(int peer) const {
-  KOLO_THROW(ErrorCode::kTimeout, operation(), " on rank ", rank_, ": no progress with ",
-             describe_peer(peer), " for ", timeout_.count() / 1000.0,
+  KOLO_THROW(ErrorCode::kTimeout, where(), ": no progress with ", describe_peer(peer), " for ",
+             timeout_.count() / 1000.0,
              " s (the communicator's timeout: KOLO_TIMEOUT_SECONDS, or the one its creator "
              "passed, such as torch.distributed's timeout=); the peer is stuck, dead, or not "
              "calling the same collective");
@@ -175,7 +182,7 @@ void Context::throw_larger_message(int peer, size_t expected_bytes) const {
   const std::string what = expected_bytes > 0
                                ? "the " + std::to_string(expected_bytes) + " B this rank expects"
                                : std::string("this rank expects");
-  KOLO_THROW(ErrorCode::kMismatch, operation(), " on rank ", rank_, ": ", describe_peer(peer),
+  KOLO_THROW(ErrorCode::kMismatch, where(), ": ", describe_peer(peer),
              " sent a message larger than ", what, " in ", describe_call(call_),
              " (the ranks passed different counts)");
 }
@@ -204,8 +211,8 @@ void Context::throw_peer_lost(int peer, const std::string& how) const {
   // A peer that found the ranks in different calls gave up for that reason: so does this rank.
   const bool mismatch = reported.find("ranks called different collectives") != std::string::npos ||
                         reported.find("(the ranks passed different counts)") != std::string::npos;
-  KOLO_THROW(mismatch ? ErrorCode::kMismatch : ErrorCode::kPeerLost, operation(), " on rank ",
-             rank_, ": lost ", describe_peer(peer), ": ", how, reported);
+  KOLO_THROW(mismatch ? ErrorCode::kMismatch : ErrorCode::kPeerLost, where(), ": lost ",
+             describe_peer(peer), ": ", how, reported);
 }
 
 void check_transport_settings() {

@@ -127,6 +127,9 @@ class Context {
   }
   const CallSignature& call() const { return call_; }
   std::string operation() const;
+  // "allreduce of 4096 B on rank 0", with " (world rank 3)" in a sub-communicator: how this
+  // context's errors start.
+  std::string where() const;
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
   // Whether a wait may busy-poll before it sleeps (transports that spin do so only while ranks
