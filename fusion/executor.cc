@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "comm/reduce/reduce.h"
-
 #include "timeline/timeline.h"
 
 namespace kolo::engine {

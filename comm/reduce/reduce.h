@@ -26,9 +26,8 @@ void combine_with(Isa isa, void* dst, const void* a, const void* b, size_t count
                   ReduceOp op);
 
 // data[i] = the identity of `op` in `dtype` (x op e == x): 0 for sum, average, bor and bxor (-0
-// for floats, since -0 + +0 is +0), 1
-// for product, all ones for band, the largest value (+inf for floats) for min, the lowest
-// (-inf) for max. What a rank that has joined contributes.
+// for floats, since -0 + +0 is +0), 1 for product, all ones for band, the largest value (+inf
+// for floats) for min, the lowest (-inf) for max. What a rank that has joined contributes.
 void fill_identity(void* data, size_t count, DType dtype, ReduceOp op);
 
 // data[i] /= divisor (integer types: truncating division, as C++ does).

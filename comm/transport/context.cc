@@ -138,17 +138,19 @@ std::string Context::operation() const {
   return detail::concat(collective_, " of ", operation_bytes_, " B");
 }
 
-std::string Context::where() const {
-  std::string text = operation() + " on rank " + std::to_string(rank_);
-  const int world = global_ranks_[static_cast<size_t>(rank_)];
-  if (world != rank_) text += " (world rank " + std::to_string(world) + ")";
+std::string Context::rank_text(int r) const {
+  std::string text = "rank " + std::to_string(r);
+  const int world = global_ranks_[static_cast<size_t>(r)];
+  if (world != r) text += " (world rank " + std::to_string(world) + ")";
   return text;
 }
 
+std::string Context::where() const {
+  return operation() + " on " + rank_text(rank_);
+}
+
 std::string Context::describe_peer(int peer) const {
-  std::string text = "rank " + std::to_string(peer);
-  int world = global_ranks_[static_cast<size_t>(peer)];
-  if (world != peer) text += " (world rank " + std::to_string(world) + ")";
+  std::string text = rank_text(peer);
   if (static_cast<size_t>(peer) < hosts_.size()) {
     const std::string& host = hosts_[static_cast<size_t>(peer)];
     text += " on host " + host.substr(0, host.find('/'));  // without the boot id

@@ -139,6 +139,8 @@ class Context {
 
   // "rank 3" or "rank 3 (world rank 7)", and " on host NAME" when the members span hosts.
   std::string describe_peer(int peer) const;
+  // "rank 3", or "rank 3 (world rank 7)" in a sub-communicator.
+  std::string rank_text(int r) const;
   // Marks the context failed and tells the peers; called on any error inside a collective.
   // The reason is also left in the store, so that a rank which only sees this rank abort can
   // report the root cause (the rank that really died) instead of just its neighbour.
