@@ -40,6 +40,7 @@ std::string secret_origin(int rank) {
 }
 
 void rendezvous_over_mpi(bootstrap::LaunchInfo* info, uint64_t generation,
+                         std::chrono::milliseconds timeout,
                          std::unique_ptr<bootstrap::TcpStoreServer>* server) {
   const std::string no_address = "launched by " + info->launcher +
                                  " but no rendezvous address is set: set KOLO_ADDR and KOLO_PORT "
@@ -54,9 +55,17 @@ void rendezvous_over_mpi(bootstrap::LaunchInfo* info, uint64_t generation,
                  ", or start the job with mpirun or srun: the launcher's variables say ",
                  info->size, " ranks but MPI's world has ", bootstrap::mpi_world::world_size(),
                  " (variables set by hand?)");
+  // Both the same size, but rank variables left from another launcher (a batch script's
+  // SLURM_PROCID) would give two processes one rank: they would fail on each other's secret.
+  KOLO_CHECK_ARG(bootstrap::mpi_world::world_rank() == info->rank, "the ", info->launcher,
+                 " launcher's variables say this process is rank ", info->rank, " but it is rank ",
+                 bootstrap::mpi_world::world_rank(),
+                 " of MPI's world: variables left from another launcher? Unset them, or start the "
+                 "job with the launcher they come from");
   // Rank 0's failure (a bad KOLO_SECRET_FILE, a port in use) travels in the broadcast too:
   // MPI's broadcast has no deadline, so the others must not wait for a message never sent.
   constexpr char kFailed = '!';
+  constexpr const char* kRendezvous = "the rendezvous over MPI (kolo's init)";
   std::string message;
   if (info->rank == 0) {
     try {
@@ -71,11 +80,11 @@ void rendezvous_over_mpi(bootstrap::LaunchInfo* info, uint64_t generation,
       message = (local ? std::string("127.0.0.1") : net::routable_address()) + ":" +
                 std::to_string((*server)->port()) + "\n" + secret;
     } catch (const Error& e) {
-      bootstrap::mpi_world::broadcast(kFailed + std::string(e.what()), 0);
+      bootstrap::mpi_world::broadcast(kFailed + std::string(e.what()), 0, timeout, kRendezvous);
       throw;
     }
   }
-  message = bootstrap::mpi_world::broadcast(message, 0);
+  message = bootstrap::mpi_world::broadcast(message, 0, timeout, kRendezvous);
   if (!message.empty() && message[0] == kFailed)
     KOLO_THROW(ErrorCode::kPeerLost,
                "rank 0 could not open the rendezvous over MPI: ", message.substr(1));
@@ -96,11 +105,12 @@ std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
                                                 uint64_t generation, CommunicatorOptions* options) {
   std::unique_ptr<bootstrap::TcpStoreServer> server;
   if (info.addr.empty() || info.port == 0) {
-    rendezvous_over_mpi(&info, generation, &server);
+    rendezvous_over_mpi(&info, generation, timeout, &server);
   } else {
-    // A bad KOLO_SECRET_FILE is refused here, on every rank that names it, before any rank
-    // waits for another.
+    // A bad KOLO_SECRET_FILE or address is refused here, on every rank that names it, before
+    // any rank waits for another.
     (void)net::job_secret();
+    net::require_ipv4_host(info.addr, info.addr_var);
     // Every rank refuses an exposed store without a secret, so every rank names the fix.
     net::require_secret_for(info.addr, "the rendezvous store (" + info.launcher + " launch)");
     if (info.rank == 0) {
@@ -267,12 +277,26 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
   auto store = std::make_shared<bootstrap::PrefixStore>(base, comm->tag_);
   comm->store_ = store;
 
-  // Each rank's host identity and, after the last newline, the CPUs it may run on.
+  // Each rank's job size, host identity and, after the last newline, the CPUs it may run on.
+  // Two processes with one rank, or ranks told different sizes, would wait for a rank that
+  // never comes: each names the fault instead.
+  const int64_t claims = store->add("claim/" + std::to_string(rank), 1);
+  KOLO_CHECK_ARG(claims == 1, "a second process claims rank ", rank, " of ", size,
+                 ": every process needs a rank of its own (KOLO_RANK / RANK / SLURM_PROCID)");
+  auto same_size = [size](int r, const std::string& value) {
+    const std::string theirs = value.substr(0, value.find('\n'));
+    if (theirs != std::to_string(size))
+      KOLO_THROW(ErrorCode::kMismatch, "the job size differs between ranks: this rank was told ",
+                 size, ", rank ", r, " was told ", theirs,
+                 " (KOLO_SIZE / WORLD_SIZE / SLURM_NTASKS, or kolorun's -np on each host)");
+  };
   auto hosts = bootstrap::store_allgather(
-      *store, "host", rank, size, bootstrap::host_identity() + "\n" + bootstrap::cpu_mask_text(),
-      timeout);
+      *store, "host", rank, size,
+      std::to_string(size) + "\n" + bootstrap::host_identity() + "\n" + bootstrap::cpu_mask_text(),
+      timeout, same_size);
   std::vector<std::string> cpu_masks;
   for (std::string& host : hosts) {
+    host.erase(0, host.find('\n') + 1);
     const size_t cut = host.rfind('\n');
     cpu_masks.push_back(cut == std::string::npos ? "" : host.substr(cut + 1));
     if (cut != std::string::npos) host.resize(cut);

@@ -57,6 +57,33 @@ if [ -n "$mpirun" ]; then
   out=$($mpirun --allow-run-as-root --oversubscribe --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -np $np "$sweep" "${args[@]}" 2>&1); check mpirun "$out" $?
 fi
 
+# Under mpirun: a rank 0 that is late to kolo's init fails the others at their deadline naming
+# it (they waited in MPI's broadcast for ever), and variables left from another launcher that
+# make each process a job of one are refused (each ran alone and exited 0).
+expect_failure() {
+  local name=$1 pattern=$2 limit=$3 start out rc
+  shift 3
+  start=$(date +%s)
+  out=$("$@" 2>&1)
+  rc=$?
+  local took=$(($(date +%s) - start))
+  if [ "$rc" -ne 0 ] && echo "$out" | grep -q "$pattern" && [ "$took" -lt "$limit" ]; then
+    echo "ok: $name (exit $rc after $took s)"
+    passed=$((passed + 1))
+  else
+    echo "$out" | tail -5
+    echo "FAILED: $name (exit $rc after $took s; wanted a failure naming '$pattern' within $limit s)"
+    failed=$((failed + 1))
+  fi
+}
+if [ -n "$mpirun" ]; then
+  mpi=($mpirun --allow-run-as-root --oversubscribe --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo -np 2)
+  expect_failure "mpirun, rank 0 late to init" "world rank 0 did not reach the rendezvous over MPI" 40 \
+    env KOLO_TIMEOUT_SECONDS=3 "${mpi[@]}" "$sweep" --sizes 1 --late-rank0 60
+  expect_failure "mpirun with SLURM_NTASKS=1 left over" "SLURM_NTASKS=1 makes this process a job of one" 60 \
+    env SLURM_PROCID=0 SLURM_NTASKS=1 "${mpi[@]}" "$sweep" --sizes 1
+fi
+
 unique=$(printf '%s\n' "${digests[@]}" | sort -u | wc -l)
 if [ "$unique" -eq 1 ] && [ "$failed" -eq 0 ]; then
   echo "ok: every launcher gave ${digests[0]}"

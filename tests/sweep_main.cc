@@ -6,9 +6,11 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "comm/base/env.h"
 #include "comm/base/error.h"
+#include "comm/bootstrap/mpi_world.h"
 #include "comm/communicator.h"
 #include "tests/common/sweep.h"
 
@@ -24,7 +26,9 @@ std::vector<std::string> split_list(const std::string& text) {
 void usage() {
   std::printf(
       "usage: kolo_sweep [--transport auto|shm|tcp|mpi|ucx] [--sizes N,N,...] [--dtypes d,...]\n"
-      "                  [--ops o,...] [--collectives c,...]\n");
+      "                  [--ops o,...] [--collectives c,...] [--late-rank0 SECONDS]\n"
+      "  --late-rank0 S: for tests, under mpirun: MPI is initialized first, then world rank 0\n"
+      "                  waits S seconds before kolo's init (the others wait for it there)\n");
 }
 
 }  // namespace
@@ -32,6 +36,7 @@ void usage() {
 int main(int argc, char** argv) try {
   kolo::CommunicatorOptions options;
   kolo::testing::SweepConfig config;
+  int64_t late_rank0 = 0;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -52,6 +57,8 @@ int main(int argc, char** argv) try {
       for (auto& s : split_list(value())) config.ops.push_back(kolo::parse_op(s, "--ops"));
     } else if (arg == "--collectives") {
       config.collectives = split_list(value());
+    } else if (arg == "--late-rank0") {
+      late_rank0 = kolo::env::parse_int(value(), "--late-rank0", 0, 3600);
     } else if (arg == "-h" || arg == "--help") {
       usage();
       return 0;
@@ -59,6 +66,11 @@ int main(int argc, char** argv) try {
       usage();
       KOLO_THROW(kolo::ErrorCode::kInvalidArgument, "unknown option ", arg);
     }
+  }
+  if (late_rank0 > 0) {
+    kolo::bootstrap::mpi_world::ensure_initialized();
+    if (kolo::bootstrap::mpi_world::world_rank() == 0)
+      std::this_thread::sleep_for(std::chrono::seconds(late_rank0));
   }
   auto comm = kolo::Communicator::init(options);
   auto result = kolo::testing::run_sweep(*comm, config);

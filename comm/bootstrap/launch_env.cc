@@ -43,30 +43,53 @@ void refuse_size_without_rank() {
 
 void read_address(LaunchInfo& info, const char* addr_var, const char* port_var) {
   info.addr = env::get_or(addr_var, "");
+  info.addr_var = addr_var;
   info.port = static_cast<int>(env::get_int_opt(port_var, 1, 65535).value_or(0));
   if (info.port == 0 && !info.addr.empty()) info.port = kDefaultStorePort;
+}
+
+// A job of one under mpirun or srun --mpi is a leftover from another launcher (SLURM_NTASKS=1
+// of a batch script that runs mpirun, a shell's RANK=0 WORLD_SIZE=1): each process would train
+// alone and exit 0.
+void refuse_single_in_mpi_world(const LaunchInfo& info, const char* size_var) {
+  if (info.size != 1) return;
+  for (const char* mpi_size_var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    auto mpi_size = env::get_int_opt(mpi_size_var, 1, kMaxRanks);
+    KOLO_CHECK_ARG(!mpi_size || *mpi_size == 1, size_var,
+                   "=1 makes this process a job of one, but ", mpi_size_var, "=",
+                   mpi_size.value_or(1), " says MPI started ", mpi_size.value_or(1),
+                   " processes: each would run alone. Unset the ", info.launcher,
+                   " variables (left from another launcher?) or start the job "
+                   "with the launcher they come from");
+  }
 }
 
 }  // namespace
 
 LaunchInfo detect_launch() {
   LaunchInfo info;
+  // MASTER_ADDR / MASTER_PORT count for every launch but MPI's (a batch script exports them
+  // for srun); KOLO_ADDR / KOLO_PORT, read last, win over them.
   if (read_triplet(info, "kolo", "KOLO_RANK", "KOLO_SIZE", "KOLO_LOCAL_RANK")) {
-    read_address(info, "KOLO_ADDR", "KOLO_PORT");
+    read_address(info, "MASTER_ADDR", "MASTER_PORT");
+    refuse_single_in_mpi_world(info, "KOLO_SIZE");
   } else if (read_triplet(info, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK")) {
     read_address(info, "MASTER_ADDR", "MASTER_PORT");
+    refuse_single_in_mpi_world(info, "WORLD_SIZE");
   } else if (read_triplet(info, "slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")) {
-    read_address(info, "KOLO_ADDR", "KOLO_PORT");
-  } else if (read_triplet(info, "mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                          "OMPI_COMM_WORLD_LOCAL_RANK") ||
-             read_triplet(info, "mpi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")) {
-    read_address(info, "KOLO_ADDR", "KOLO_PORT");
-  } else {
+    read_address(info, "MASTER_ADDR", "MASTER_PORT");
+    refuse_single_in_mpi_world(info, "SLURM_NTASKS");
+  } else if (!read_triplet(info, "mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                           "OMPI_COMM_WORLD_LOCAL_RANK") &&
+             !read_triplet(info, "mpi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")) {
     refuse_size_without_rank();
     info.launcher = "single";
   }
   // Anything can be overridden explicitly.
-  if (auto addr = env::get("KOLO_ADDR")) info.addr = *addr;
+  if (auto addr = env::get("KOLO_ADDR")) {
+    info.addr = *addr;
+    info.addr_var = "KOLO_ADDR";
+  }
   if (auto port = env::get_int_opt("KOLO_PORT", 1, 65535)) info.port = static_cast<int>(*port);
   if (info.port == 0 && !info.addr.empty()) info.port = kDefaultStorePort;
   return info;

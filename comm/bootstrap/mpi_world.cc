@@ -12,10 +12,14 @@
 // which keep the deprecated C++ bindings (and their warnings) out.
 #include <mpi.h>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
+#include <thread>
 #endif
 
 namespace kolo::bootstrap::mpi_world {
@@ -71,6 +75,31 @@ void check_mpi_call(int rc, const char* call) {
   if (rc != MPI_SUCCESS) KOLO_THROW(ErrorCode::kIo, call, " failed: ", error_string(rc));
 }
 
+// Tests `request` until it completes (true) or `deadline` passes (false): a few yields, then
+// 1 ms sleeps, since ranks that are still starting share the cores with this one.
+bool wait_until(MPI_Request* request, std::chrono::steady_clock::time_point deadline) {
+  for (int pass = 0;; ++pass) {
+    int done = 0;
+    {
+      auto lock = call_lock();
+      check_mpi_call(MPI_Test(request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    }
+    if (done) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (pass < 64)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// What a broadcast writes into lives on the heap: after a deadline the request stays posted,
+// and MPI may still write there when the late rank comes, so it is then never freed.
+struct BroadcastBuffers {
+  uint64_t length = 0;
+  std::string data;
+};
+
 }  // namespace
 
 bool available() {
@@ -119,21 +148,38 @@ int world_size() {
   return size;
 }
 
-std::string broadcast(const std::string& value, int root) {
+std::string broadcast(const std::string& value, int root, std::chrono::milliseconds timeout,
+                      const char* what) {
   int size = world_size();
   int rank = world_rank();
   KOLO_CHECK_ARG(root >= 0 && root < size, "broadcast root ", root, " is not a world rank (0..",
                  size - 1, ")");
-  auto lock = call_lock();
-  uint64_t length = value.size();
-  check_mpi_call(MPI_Bcast(&length, 1, MPI_UINT64_T, root, MPI_COMM_WORLD), "MPI_Bcast");
-  std::string out = rank == root ? value : std::string(length, '\0');
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto buffers = std::make_unique<BroadcastBuffers>();
+  buffers->length = value.size();
+  auto post_and_wait = [&](void* data, int count, MPI_Datatype type) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    {
+      auto lock = call_lock();
+      check_mpi_call(MPI_Ibcast(data, count, type, root, MPI_COMM_WORLD, &request), "MPI_Ibcast");
+    }
+    if (wait_until(&request, deadline)) return;
+    (void)buffers.release();
+    if (rank == root)
+      KOLO_THROW(ErrorCode::kTimeout, "not every rank reached ", what, " within ", timeout.count(),
+                 " ms (KOLO_TIMEOUT_SECONDS): a rank is late, stuck before it, "
+                 "or gone");
+    KOLO_THROW(ErrorCode::kTimeout, "world rank ", root, " did not reach ", what, " within ",
+               timeout.count(), " ms (KOLO_TIMEOUT_SECONDS): it is late, stuck before it, or gone");
+  };
+  post_and_wait(&buffers->length, 1, MPI_UINT64_T);
+  const uint64_t length = buffers->length;
+  buffers->data = rank == root ? value : std::string(length, '\0');
   for (size_t offset = 0; offset < length; offset += kMaxPiece) {
     int piece = static_cast<int>(std::min<size_t>(kMaxPiece, length - offset));
-    check_mpi_call(MPI_Bcast(out.data() + offset, piece, MPI_BYTE, root, MPI_COMM_WORLD),
-                   "MPI_Bcast");
+    post_and_wait(buffers->data.data() + offset, piece, MPI_BYTE);
   }
-  return out;
+  return std::move(buffers->data);
 }
 
 std::string error_string(int code) {
@@ -172,7 +218,7 @@ int world_rank() {
 int world_size() {
   no_mpi("the MPI world size");
 }
-std::string broadcast(const std::string&, int) {
+std::string broadcast(const std::string&, int, std::chrono::milliseconds, const char*) {
   no_mpi("broadcast over MPI");
 }
 std::string error_string(int) {

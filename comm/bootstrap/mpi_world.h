@@ -3,6 +3,7 @@
 // Always compiled; without MPI (KOLO_WITH_MPI off) everything but available() throws.
 #pragma once
 
+#include <chrono>
 #include <mutex>
 #include <string>
 
@@ -18,8 +19,11 @@ void ensure_initialized();
 int world_rank();
 int world_size();
 
-// Collective over MPI_COMM_WORLD: every process calls it; all return `root`'s value.
-std::string broadcast(const std::string& value, int root);
+// Collective over MPI_COMM_WORLD: every process calls it; all return `root`'s value. A rank
+// that is not there within `timeout` (root late or stuck before it, or a rank that never came)
+// is a kTimeout naming `what` and KOLO_TIMEOUT_SECONDS; the MPI request is then left behind.
+std::string broadcast(const std::string& value, int root, std::chrono::milliseconds timeout,
+                      const char* what);
 
 // MPI's text for an MPI error code, e.g. for MPI_ERRORS_RETURN results.
 std::string error_string(int code);

@@ -79,17 +79,27 @@ void store_barrier(Store& store, const std::string& name, int size,
   store.get(name + "/done", timeout);
 }
 
-std::vector<std::string> store_allgather(Store& store, const std::string& name, int rank, int size,
-                                         const std::string& value,
-                                         std::chrono::milliseconds timeout) {
+std::vector<std::string> store_allgather(
+    Store& store, const std::string& name, int rank, int size, const std::string& value,
+    std::chrono::milliseconds timeout, const std::function<void(int, const std::string&)>& check) {
   store.set(name + "/" + std::to_string(rank), value);
   std::vector<std::string> values(static_cast<size_t>(size));
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (int r = 0; r < size; ++r) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    values[static_cast<size_t>(r)] =
-        store.get(name + "/" + std::to_string(r), std::max(left, std::chrono::milliseconds(0)));
+    try {
+      values[static_cast<size_t>(r)] =
+          store.get(name + "/" + std::to_string(r), std::max(left, std::chrono::milliseconds(0)));
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kTimeout) throw;
+      KOLO_THROW(ErrorCode::kTimeout, "rank ", r, " of ", size, " did not arrive within ",
+                 timeout.count(),
+                 " ms (KOLO_TIMEOUT_SECONDS): not started, stuck, gone, or "
+                 "told another rank or job size (",
+                 e.message(), ")");
+    }
+    if (check) check(r, values[static_cast<size_t>(r)]);
   }
   return values;
 }

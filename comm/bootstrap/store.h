@@ -6,6 +6,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -69,10 +70,13 @@ class PrefixStore : public Store {
 void store_barrier(Store& store, const std::string& name, int size,
                    std::chrono::milliseconds timeout);
 
-// Every rank publishes `value`; returns all ranks' values in rank order.
-std::vector<std::string> store_allgather(Store& store, const std::string& name, int rank, int size,
-                                         const std::string& value,
-                                         std::chrono::milliseconds timeout);
+// Every rank publishes `value`; returns all ranks' values in rank order. `check`, when given,
+// sees each rank's value as it arrives (it may throw before later ranks are waited for). A rank
+// that does not come within `timeout` is a kTimeout naming it.
+std::vector<std::string> store_allgather(
+    Store& store, const std::string& name, int rank, int size, const std::string& value,
+    std::chrono::milliseconds timeout,
+    const std::function<void(int, const std::string&)>& check = {});
 
 // The value of an add(): `current` (a key's value, empty when absent) plus delta. Refuses
 // (kInvalidArgument, naming the key) a value that is not a 64-bit integer and a sum that

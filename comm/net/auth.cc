@@ -96,8 +96,11 @@ std::string read_secret_file(const std::string& path) {
   std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
   KOLO_CHECK_ARG((st.st_mode & 077) == 0, "KOLO_SECRET_FILE ", path, " has mode ", mode,
                  ": it must be readable by its owner only (chmod 600 ", path, ")");
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  KOLO_CHECK_ARG(!text.empty(), "KOLO_SECRET_FILE ", path, " is empty");
+  // The first line is the secret: a file may go on with comments, and an editor's line end
+  // (\n or \r\n) is no part of it.
+  text = text.substr(0, text.find('\n'));
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  KOLO_CHECK_ARG(!text.empty(), "KOLO_SECRET_FILE ", path, " is empty or its first line is empty");
   return text;
 }
 
@@ -171,7 +174,8 @@ Hello verify_hello(const uint8_t* bytes, const Challenge& challenge, const std::
     KOLO_THROW(ErrorCode::kAuth, "protocol version ", version, ", expected ", kProtocolVersion);
   auto mac = hello_mac(challenge, bytes, secret);
   if (CRYPTO_memcmp(mac.data(), bytes + kMacOffset, mac.size()) != 0)
-    KOLO_THROW(ErrorCode::kAuth, "wrong job secret (HMAC mismatch; check KOLO_SECRET)");
+    KOLO_THROW(ErrorCode::kAuth,
+               "wrong job secret (HMAC mismatch; check KOLO_SECRET / KOLO_SECRET_FILE)");
   Hello hello;
   hello.role = static_cast<Role>(get_u32(bytes + 8));
   hello.rank = static_cast<int>(get_u32(bytes + 12));
@@ -217,7 +221,7 @@ void client_handshake(Socket& sock, const Hello& hello, const std::string& secre
       KOLO_THROW(ErrorCode::kAuth, sock.peer_name(), " refused the handshake: protocol version");
     case Status::kBadSecret:
       KOLO_THROW(ErrorCode::kAuth, sock.peer_name(),
-                 " refused the handshake: wrong job secret (check KOLO_SECRET)");
+                 " refused the handshake: wrong job secret (check KOLO_SECRET / KOLO_SECRET_FILE)");
     case Status::kUnexpected:
       throw UnexpectedPeer(
           ErrorCode::kAuth,

@@ -233,4 +233,16 @@ std::string routable_address() {
   return found;
 }
 
+void require_ipv4_host(const std::string& host, const std::string& setting) {
+  try {
+    (void)resolve(host, 0);
+  } catch (const Error& e) {
+    KOLO_THROW(e.code(), setting, "='", host, "': ", e.message(),
+               host.find(':') != std::string::npos
+                   ? " (kolo takes an IPv4 address or a host name: no IPv6 address, and the port "
+                     "goes in its own variable)"
+                   : "");
+  }
+}
+
 }  // namespace kolo::net

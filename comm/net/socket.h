@@ -63,4 +63,8 @@ class Socket {
 // A non-loopback IPv4 address of this host that peers can reach, or "127.0.0.1".
 std::string routable_address();
 
+// Refuses (kInvalidArgument naming `setting`, e.g. "MASTER_ADDR") a `host` that is no IPv4
+// address and no name that resolves to one: an IPv6 address, a "host:port", a typo.
+void require_ipv4_host(const std::string& host, const std::string& setting);
+
 }  // namespace kolo::net

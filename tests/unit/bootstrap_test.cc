@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -177,6 +178,72 @@ TEST(LaunchEnv, InconsistentVariablesAreRefused) {
   }
 }
 
+// Variables left from another launcher made every process of an mpirun job a job of one
+// (rc 0); a batch script's MASTER_ADDR was ignored under srun while the error asked for it.
+TEST(LaunchEnv, LeftoverVariablesAndMasterAddr) {
+  auto clean = clean_launch_env();
+  {
+    ScopedEnv env{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}};
+    auto message = error_of([] { bootstrap::detect_launch(); }, ErrorCode::kInvalidArgument);
+    EXPECT_NE(message.find("SLURM_NTASKS=1 makes this process a job of one, but "
+                           "OMPI_COMM_WORLD_SIZE=2"),
+              std::string::npos)
+        << message;
+  }
+  {
+    ScopedEnv env{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"PMI_SIZE", "4"}};
+    auto message = error_of([] { bootstrap::detect_launch(); }, ErrorCode::kInvalidArgument);
+    EXPECT_NE(message.find("WORLD_SIZE=1"), std::string::npos) << message;
+  }
+  {
+    ScopedEnv env{{"SLURM_PROCID", "1"},
+                  {"SLURM_NTASKS", "2"},
+                  {"MASTER_ADDR", "10.0.0.5"},
+                  {"MASTER_PORT", "1234"}};
+    auto info = bootstrap::detect_launch();
+    EXPECT_EQ(info.addr, "10.0.0.5");
+    EXPECT_EQ(info.port, 1234);
+    EXPECT_EQ(info.addr_var, "MASTER_ADDR");
+    ScopedEnv kolo{{"KOLO_ADDR", "10.0.0.6"}};
+    info = bootstrap::detect_launch();
+    EXPECT_EQ(info.addr, "10.0.0.6");
+    EXPECT_EQ(info.addr_var, "KOLO_ADDR");
+  }
+  {
+    ScopedEnv env{
+        {"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.5"}};
+    EXPECT_TRUE(bootstrap::detect_launch().addr.empty());  // mpirun shares rank 0's over MPI
+  }
+  auto message =
+      error_of([] { net::require_ipv4_host("::1", "MASTER_ADDR"); }, ErrorCode::kInvalidArgument);
+  EXPECT_NE(message.find("MASTER_ADDR='::1'"), std::string::npos) << message;
+  EXPECT_NE(message.find("no IPv6 address"), std::string::npos) << message;
+  net::require_ipv4_host("127.0.0.1", "KOLO_ADDR");
+}
+
+// The secret file's first line is the secret (the rest may be comments), as documented.
+TEST(Auth, TheSecretIsTheSecretFilesFirstLine) {
+  char path[] = "/tmp/kolo-secret-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  auto write = [&](const std::string& text) {
+    FILE* f = std::fopen(path, "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  };
+  ScopedEnv env{{"KOLO_SECRET", nullptr}, {"KOLO_SECRET_FILE", path}};
+  write("abc\n# rotated 2026-12-01\n");
+  EXPECT_EQ(net::job_secret(), "abc");
+  write("abc\r\n");
+  EXPECT_EQ(net::job_secret(), "abc");
+  write("\n\nfoo");
+  auto message = error_of([] { net::job_secret(); }, ErrorCode::kInvalidArgument);
+  EXPECT_NE(message.find("its first line is empty"), std::string::npos) << message;
+  ::unlink(path);
+}
+
 void exercise_store(bootstrap::Store& a, bootstrap::Store& b) {
   // get() waits for a set from another client.
   std::thread setter([&] {
@@ -342,6 +409,22 @@ TEST(Store, BarrierAndAllgather) {
     });
   for (auto& t : threads) t.join();
   for (auto& g : got) EXPECT_EQ(g, (std::vector<std::string>{"0", "1", "4", "9"}));
+}
+
+// A rank that never comes is named (the message named a store key); `check` sees each value as
+// it arrives, so a bad one fails before later ranks are waited for.
+TEST(Store, AllgatherNamesTheMissingRankAndChecksEachValue) {
+  bootstrap::MemoryStore store;
+  auto message = error_of([&] { bootstrap::store_allgather(store, "a", 0, 3, "x", 100ms); },
+                          ErrorCode::kTimeout);
+  EXPECT_NE(message.find("rank 1 of 3 did not arrive within 100 ms"), std::string::npos) << message;
+  store.set("b/0", "bad");
+  auto refuse = [](int r, const std::string& value) {
+    if (value == "bad") KOLO_THROW(ErrorCode::kMismatch, "rank ", r, " said ", value);
+  };
+  message = error_of([&] { bootstrap::store_allgather(store, "b", 1, 3, "ok", 5s, refuse); },
+                     ErrorCode::kMismatch);
+  EXPECT_NE(message.find("rank 0 said bad"), std::string::npos) << message;
 }
 
 TEST(Auth, HelloVerifiesOnlyWithTheSameSecretAndNonce) {

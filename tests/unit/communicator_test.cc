@@ -4,11 +4,13 @@
 #include <stdlib.h>
 
 #include <numeric>
+#include <thread>
 
 #include "comm/base/algorithm.h"
 #include "comm/base/error.h"
 #include "comm/base/reduce_op.h"
 #include "comm/base/transport_kind.h"
+#include "comm/bootstrap/store.h"
 #include "comm/transport/shm/shared_buffer.h"
 #include "tests/unit/expect_error.h"
 #include "tests/unit/thread_ranks.h"
@@ -17,6 +19,34 @@ namespace kolo::testing {
 namespace {
 
 using namespace std::chrono_literals;
+
+// Ranks told different job sizes, or two processes with one rank, waited for a rank that never
+// came and timed out naming a store key; now each names the fault.
+TEST(Communicator, DifferentSizesAndASharedRankAreNamed) {
+  auto store = std::make_shared<bootstrap::MemoryStore>();
+  CommunicatorOptions options;
+  options.timeout = 2000ms;
+  std::string messages[2];
+  std::thread a([&] {
+    messages[0] =
+        error_of([&] { Communicator::create(store, 0, 2, options); }, ErrorCode::kMismatch);
+  });
+  std::thread b([&] {
+    messages[1] =
+        error_of([&] { Communicator::create(store, 1, 3, options); }, ErrorCode::kMismatch);
+  });
+  a.join();
+  b.join();
+  EXPECT_NE(messages[0].find("this rank was told 2, rank 1 was told 3"), std::string::npos)
+      << messages[0];
+  EXPECT_NE(messages[1].find("this rank was told 3, rank 0 was told 2"), std::string::npos)
+      << messages[1];
+  auto second = std::make_shared<bootstrap::MemoryStore>();
+  second->add("w/claim/1", 1);  // another process took rank 1 first
+  auto message =
+      error_of([&] { Communicator::create(second, 1, 2, options); }, ErrorCode::kInvalidArgument);
+  EXPECT_NE(message.find("a second process claims rank 1 of 2"), std::string::npos) << message;
+}
 
 TEST(Communicator, BadArgumentsAreRefusedWithTheirNames) {
   run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <optional>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include <immintrin.h>
@@ -45,10 +46,18 @@ std::string segment_name(const std::string& job, int rank) {
 // Tests (tests/shm_cleanup_test.sh) kill ranks at the worst moment: KOLO_FAULT_INJECT=
 // shm_created:<rank> (or :all) sends SIGKILL to the rank right after it created its segment,
 // before its peers have mapped it.
+// Any other value is refused: a typo would let such a test pass without a fault.
 void inject_fault_after_create(int rank) {
   auto fault = env::get("KOLO_FAULT_INJECT");
-  if (fault && (*fault == "shm_created:all" || *fault == "shm_created:" + std::to_string(rank)))
-    ::raise(SIGKILL);
+  if (!fault) return;
+  constexpr std::string_view kPoint = "shm_created:";
+  const std::string_view target =
+      std::string_view(*fault).substr(fault->rfind(kPoint, 0) == 0 ? kPoint.size() : fault->size());
+  const bool any_rank = !target.empty() && target.size() <= 7 &&
+                        target.find_first_not_of("0123456789") == std::string_view::npos;
+  KOLO_CHECK_ARG(target == "all" || any_rank, "KOLO_FAULT_INJECT='", *fault,
+                 "' is not shm_created:<rank> or shm_created:all (a setting for tests only)");
+  if (target == "all" || target == std::to_string(rank)) ::raise(SIGKILL);
 }
 
 size_t ring_stride(size_t capacity) {

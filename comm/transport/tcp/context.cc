@@ -47,7 +47,10 @@ constexpr int kPollCapMs = 100;  // a sleeping wait re-checks its deadline this 
 // is on loopback or unknown (a single-host job), else an address other hosts can reach.
 std::string choose_host(const ContextOptions& options) {
   if (!options.bind_host.empty()) return options.bind_host;
-  if (auto addr = env::get("KOLO_TCP_ADDR")) return *addr;
+  if (auto addr = env::get("KOLO_TCP_ADDR")) {
+    net::require_ipv4_host(*addr, "KOLO_TCP_ADDR");
+    return *addr;
+  }
   auto store = env::get("KOLO_ADDR");
   if (!store) store = env::get("MASTER_ADDR");
   if (!store || net::is_loopback(*store)) return "127.0.0.1";
