@@ -30,6 +30,12 @@ no_leftovers() {
 
 contains() { grep -qE -- "$2" "$TMP/$1"; }
 
+# An ssh-like remote shell: it passes no KOLO_SECRET* on, and runs its words joined by spaces in
+# sh -c, as ssh does (kolorun --hosts quotes every word it sends).
+printf '#!/bin/sh\nshift\nexec env -u KOLO_SECRET -u KOLO_SECRET_FILE sh -c "$*"\n' >"$TMP/rsh"
+chmod +x "$TMP/rsh"
+rsh="$TMP/rsh {host}"
+
 # Output of every rank, prefixed, on the right stream; partial last lines flushed.
 run -np 3 sh -c 'echo hi $KOLO_RANK'
 check "prefix exit code" test "$rc" = 0
@@ -41,6 +47,21 @@ check "partial line flushed" test "$(sort "$TMP/out")" = "$(printf '[0] part 0\n
 
 run --no-prefix -np 2 sh -c 'echo plain $KOLO_RANK'
 check "--no-prefix" test "$(sort "$TMP/out")" = "$(printf 'plain 0\nplain 1')"
+
+# A line over 64 KiB is split into prefixed lines of 64 KiB, and no other rank's line lands in
+# the middle of one: rank 0 writes 150000 bytes in pieces while rank 1 prints short lines.
+long_line='for i in $(seq 15); do head -c 10000 /dev/zero | tr "\0" A; sleep 0.03; done; echo'
+short_lines='for i in $(seq 8); do sleep 0.05; echo "short $i"; done'
+run -np 2 sh -c "if [ \$KOLO_RANK = 0 ]; then $long_line; else $short_lines; fi"
+check "long line: exit code" test "$rc" = 0
+check "long line: split into 3 prefixed lines" \
+  test "$(grep '^\[0\] A*$' "$TMP/out" | awk '{ print length($0) }' | tr '\n' ' ')" = \
+  "65540 65540 18932 "
+check "long line: other ranks' lines whole" test "$(grep -c '^\[1\] short [1-8]$' "$TMP/out")" = 8
+check "long line: nothing else" test "$(wc -l <"$TMP/out")" = 11
+run --no-prefix -np 1 sh -c 'head -c 70000 /dev/zero | tr "\0" B; echo'
+check "long line --no-prefix: split too" \
+  test "$(awk '{ print length($0) }' "$TMP/out" | tr '\n' ' ')" = "65536 4464 "
 
 # The environment of each rank.
 run -np 2 sh -c 'echo "$KOLO_RANK $KOLO_SIZE $KOLO_LOCAL_RANK $KOLO_LOCAL_SIZE" \
@@ -153,6 +174,9 @@ share=$((cpus / 2 > 0 ? cpus / 2 : 1))
 check "OMP/OPENBLAS threads default to CPUs / ranks" contains out "threads $share $share"
 OMP_NUM_THREADS=7 run -np 1 sh -c 'echo "threads $OMP_NUM_THREADS"'
 check "OMP_NUM_THREADS set by the user is kept" contains out "threads 7"
+OMP_NUM_THREADS='' OPENBLAS_NUM_THREADS='' run -np 2 \
+  sh -c 'echo "threads $OMP_NUM_THREADS $OPENBLAS_NUM_THREADS"'
+check "empty OMP/OPENBLAS threads count as unset" contains out "threads $share $share"
 
 # hwloc: --topology and --bind (builds without hwloc say so).
 run --topology
@@ -163,6 +187,10 @@ if [ "$rc" = 0 ]; then
     mine=$(grep -c "Cpus_allowed_list:.[0-9]*$" "$TMP/out")
     check "--bind core -np 2: each rank on a core of its own" test "$mine" = 2
     check "--bind core: different cores" \
+      test "$(sed 's/.*list:.//' "$TMP/out" | sort -u | wc -l)" = 2
+    run --bind core --hosts 127.0.0.1:2 --rsh "$rsh" \
+      sh -c 'grep Cpus_allowed_list /proc/self/status'
+    check "--bind core --hosts: different cores" \
       test "$(sed 's/.*list:.//' "$TMP/out" | sort -u | wc -l)" = 2
   fi
   run --bind socket -np 1 true
@@ -186,8 +214,31 @@ for order in "--hosts 127.0.0.1:3,127.0.0.1:3 -np 1" "-np 1 --hosts 127.0.0.1:3,
   check "... naming both counts" contains err "gives 3 ranks per host but -np says 1"
   check "... before starting anything" test ! -s "$TMP/out"
 done
-run --hosts 127.0.0.1:2 -np 2 --rsh 'env H={host}' sh -c 'echo $KOLO_RANK/$KOLO_SIZE'
+run --hosts 127.0.0.1:2 -np 2 --rsh "$rsh" sh -c 'echo $KOLO_RANK/$KOLO_SIZE'
 check "-np equal to the --hosts count" test "$(sort "$TMP/out")" = "$(printf '[0] 0/2\n[1] 1/2')"
+run --hosts 127.0.0.1:1 --rsh "$rsh" printf '<%s>\n' 'a b' '$HOME;echo injected' "it's" ''
+expected=$(printf '[0] <%s>\n' 'a b' '$HOME;echo injected' "it's" '')
+check "--hosts: CMD's words reach the rank unchanged" test "$(cat "$TMP/out")" = "$expected"
+
+# The job's secret reaches every host: KOLO_SECRET as it is, else KOLO_SECRET_FILE by absolute
+# path, else a fresh one, the same on every host.
+show_secret='echo "s=$KOLO_SECRET f=$KOLO_SECRET_FILE"'
+KOLO_SECRET="a b'\$x" run --hosts 127.0.0.1:1,127.0.0.1:1 --rsh "$rsh" sh -c "$show_secret"
+check "--hosts: KOLO_SECRET handed on" \
+  test "$(sort "$TMP/out")" = "$(printf '[0] s=a b'"'"'$x f=\n[1] s=a b'"'"'$x f=')"
+echo kolorun-test-secret >"$TMP/secret"
+kolorun_path=$(realpath "$KOLORUN")
+(cd "$TMP" && env -u KOLO_SECRET KOLO_SECRET_FILE=secret "$kolorun_path" --hosts \
+  127.0.0.1:1,127.0.0.1:1 --rsh "$rsh" sh -c "$show_secret" >"$TMP/out" 2>"$TMP/err")
+check "--hosts: KOLO_SECRET_FILE handed on as an absolute path" \
+  test "$(sort "$TMP/out")" = "$(printf '[0] s= f=%s\n[1] s= f=%s' "$TMP/secret" "$TMP/secret")"
+KOLO_SECRET='' KOLO_SECRET_FILE='' run --hosts 127.0.0.1:1,127.0.0.1:1 --rsh "$rsh" \
+  sh -c "$show_secret"
+check "--hosts: a fresh secret, the same on every host" \
+  test "$(grep -cE '^\[[01]\] s=[0-9a-f]{64} f=$' "$TMP/out")" = 2 -a \
+  "$(cut -d' ' -f2 "$TMP/out" | sort -u | wc -l)" = 1
+run --hosts 127.0.0.1:1 --bind core --rsh 'echo {host}' true
+check "--hosts passes --bind on" contains out "kolorun .* --bind core -- true$"
 
 # Messages name what failed: a host's remote shell, or the job's (global) rank.
 run --hosts 127.0.0.1:1 --rsh '/nonexistent/kolorun-rsh {host}' true

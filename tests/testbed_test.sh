@@ -91,7 +91,7 @@ if command -v mpirun >/dev/null; then
   check "2x2 sweep over mpi: 0 failed" grep -q " 0 failed" "$TMP/sweep_mpi.out"
 fi
 
-timeout 300 "$KOLORUN" --hosts 10.77.0.1:2,10.77.0.2:2 --rsh "$TESTBED exec {host}" "$SWEEP" \
+timeout 300 "$KOLORUN" --hosts 10.77.0.1:2,10.77.0.2:2 --rsh "$TESTBED rsh {host}" "$SWEEP" \
   --sizes "$sizes" --collectives allreduce,reduce_scatter,allgather,broadcast \
   >"$TMP/kolorun_hosts.out" 2>&1
 check "kolorun --hosts across the bed exits 0" test $? -eq 0

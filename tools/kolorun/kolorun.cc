@@ -32,6 +32,7 @@
 #include "comm/bootstrap/host.h"
 #include "comm/net/auth.h"
 #include "comm/transport/shm/context.h"
+#include "tools/kolorun/kolorun_hosts.h"
 #include "tools/kolorun/kolorun_options.h"
 #include "tools/kolorun/kolorun_output.h"
 
@@ -116,7 +117,6 @@ class Launcher {
   void spawn(int rank);
   void remove_leftover_segments() const;
   [[noreturn]] void exec_rank(int rank, pid_t launcher, int out_fd, int err_fd, int status_fd);
-  std::vector<std::string> host_command(int host) const;
   int first_rank() const { return opts_.node_rank * opts_.np; }
   // What child `i` is, for messages: "rank 5" (the job's rank), or with --hosts "host 1
   // (10.0.0.2)'s remote shell 'ssh'".
@@ -193,10 +193,11 @@ void Launcher::setup() {
   setenv("KOLO_PORT", std::to_string(port).c_str(), 1);
   setenv("KOLO_LAUNCHER", "kolorun", 1);
   // The ranks' math libraries share the host's CPUs instead of each starting a thread per CPU
-  // (OpenBLAS and OpenMP do by default), unless the user chose.
+  // (OpenBLAS and OpenMP do by default), unless the user chose (empty counts as unset, as for
+  // every KOLO_* variable: OpenMP would take it for one thread per CPU).
   const std::string threads = std::to_string(std::max(1, bootstrap::usable_cpus() / opts_.np));
   for (const char* name : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"})
-    setenv(name, threads.c_str(), 0);
+    if (!env::get(name)) setenv(name, threads.c_str(), 1);
   // Every job is authenticated: a secret of the user's (KOLO_SECRET, KOLO_SECRET_FILE) or a fresh
   // one.
   if (!env::get("KOLO_SECRET") && !env::get("KOLO_SECRET_FILE"))
@@ -285,8 +286,10 @@ void Launcher::spawn(int rank) {
   // With --hosts each host's kolorun prefixes its ranks' lines itself.
   const bool prefixed = opts_.prefix && opts_.hosts.empty();
   std::string prefix = prefixed ? "[" + std::to_string(first_rank() + rank) + "] " : "";
-  r.out = Stream{out[0], STDOUT_FILENO, prefix, "", false};
-  r.err = Stream{err[0], STDERR_FILENO, prefix, "", false};
+  // The lines of a host's kolorun are at most kMaxLineBytes and its prefix long: whole here.
+  const size_t max_line = opts_.hosts.empty() ? kMaxLineBytes : kMaxLineBytes + 64;
+  r.out = Stream{out[0], STDOUT_FILENO, prefix, max_line, ""};
+  r.err = Stream{err[0], STDERR_FILENO, prefix, max_line, ""};
   fcntl(out[0], F_SETFL, O_NONBLOCK);
   fcntl(err[0], F_SETFL, O_NONBLOCK);
   check_exec(rank, status[0]);
@@ -316,7 +319,7 @@ void Launcher::exec_rank(int rank, pid_t launcher, int out_fd, int err_fd, int s
   dup2(out_fd, STDOUT_FILENO);
   dup2(err_fd, STDERR_FILENO);
   if (!opts_.hosts.empty()) {
-    std::vector<std::string> words = host_command(rank);
+    std::vector<std::string> words = host_command(opts_, rank);
     std::vector<char*> argv;
     for (std::string& w : words) argv.push_back(w.data());
     argv.push_back(nullptr);
@@ -336,48 +339,6 @@ void Launcher::exec_rank(int rank, pid_t launcher, int out_fd, int err_fd, int s
   ssize_t ignored = write(status_fd, &e, sizeof e);
   (void)ignored;
   _exit(e == ENOENT ? 127 : 126);
-}
-
-// --hosts: the remote-shell template for `host`, then this kolorun's own binary with
-// --nnodes/--node-rank, the job's secret in its environment (through `env`, since ssh does not
-// pass the environment on), and CMD.
-std::vector<std::string> Launcher::host_command(int host) const {
-  std::vector<std::string> words;
-  std::string word;
-  for (char c : opts_.rsh + " ") {
-    if (c != ' ') {
-      word += c;
-    } else if (!word.empty()) {
-      for (size_t at; (at = word.find("{host}")) != std::string::npos;)
-        word.replace(at, 6, opts_.hosts[static_cast<size_t>(host)]);
-      words.push_back(word);
-      word.clear();
-    }
-  }
-  char self[4096] = {};
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  const char* secret = std::getenv("KOLO_SECRET");
-  std::vector<std::string> tail = {
-      "env",
-      std::string("KOLO_SECRET=") + (secret ? secret : ""),
-      n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("kolorun"),
-      "--nnodes",
-      std::to_string(opts_.hosts.size()),
-      "--node-rank",
-      std::to_string(host),
-      "--addr",
-      opts_.addr,
-      "--port",
-      std::to_string(opts_.port),
-      "-np",
-      std::to_string(opts_.np),
-      "--grace",
-      std::to_string(opts_.grace_s)};
-  if (!opts_.prefix) tail.push_back("--no-prefix");
-  tail.push_back("--");
-  words.insert(words.end(), tail.begin(), tail.end());
-  for (char* const* arg = opts_.cmd.data(); *arg != nullptr; ++arg) words.emplace_back(*arg);
-  return words;
 }
 
 // The status pipe is close-on-exec: EOF means exec succeeded, an errno means it failed. A
@@ -400,7 +361,7 @@ void Launcher::check_exec(int rank, int status_fd) {
 }
 
 std::string Launcher::child_program(int i) const {
-  return opts_.hosts.empty() ? std::string(opts_.cmd[0]) : host_command(i).at(0);
+  return opts_.hosts.empty() ? std::string(opts_.cmd[0]) : host_command(opts_, i).at(0);
 }
 
 std::string Launcher::child_name(int i) const {

@@ -25,10 +25,12 @@ constexpr const char* kUsage = R"(usage: kolorun [options] -np N CMD [ARGS...]
 Starts N ranks of CMD on this host for a kolo job and waits for them. Each rank gets
 KOLO_RANK, KOLO_SIZE, KOLO_LOCAL_RANK, KOLO_LOCAL_SIZE, KOLO_ADDR, KOLO_PORT, KOLO_SECRET
 (kept if already set) and KOLO_LAUNCHER=kolorun; and OMP_NUM_THREADS and OPENBLAS_NUM_THREADS
-unless set: the CPUs kolorun may use divided by N (at least 1), so that the ranks' math
-libraries do not each start a thread per CPU. When a rank fails, the other ranks are stopped
-and kolorun exits with the failed rank's exit code, or 128+S if signal S killed it. If kolorun
-itself dies (even by SIGKILL), each rank (with --hosts: each remote shell) gets SIGTERM.
+unless set (empty counts as unset): the CPUs kolorun may use divided by N (at least 1), so that
+the ranks' math libraries do not each start a thread per CPU. Output lines are prefixed with
+"[rank] "; a line longer than 64 KiB is split into several prefixed lines. When a rank fails,
+the other ranks are stopped and kolorun exits with the failed rank's exit code, or 128+S if
+signal S killed it. If kolorun itself dies (even by SIGKILL), each rank (with --hosts: each
+remote shell) gets SIGTERM.
 
 options:
   -np N, -n N   number of ranks on this host (per host with --hosts), in [1, 1024]
@@ -41,10 +43,13 @@ options:
                 KOLO_SECRET_FILE) on every host
   --hosts LIST  from one place: host:count,... (the same count on each; -np, if given, must
                 be that count), one kolorun per host started through --rsh with
-                --nnodes/--node-rank; rendezvous at the first host (an IPv4 address) or
-                --addr; a fresh KOLO_SECRET is passed on the command line
+                --nnodes/--node-rank (and --bind, --grace, --no-prefix); rendezvous at the
+                first host (an IPv4 address) or --addr; the secret is passed on the command
+                line: KOLO_SECRET if set, else KOLO_SECRET_FILE's absolute path (the file
+                must be there on every host), else a fresh KOLO_SECRET
   --rsh T       remote-shell template for --hosts, {host} replaced (default "ssh {host}";
-                test bed: "scripts/testbed.sh exec {host}")
+                test bed: "scripts/testbed.sh rsh {host}"); like ssh, it must run the words
+                after it (shell-quoted by kolorun) through the remote shell
   --bind B      none (default), core (each rank its share of the cores: cores / N of them,
                 at least one) or numa (rank i on NUMA node i mod nodes, CPUs and memory)
   --topology    print the packages, NUMA nodes, cores and network/GPU devices hwloc finds

@@ -26,25 +26,35 @@ void write_all(int fd, const std::string& data) {
   }
 }
 
-// Forwards the complete lines in s.pending, each with the prefix, in one write; at EOF (or when
-// a line grows too long) the partial rest too. With a prefix, EOF ends the partial line so the
-// next rank's line starts on its own; without one, the bytes are passed on unchanged.
+// Forwards the complete lines in s.pending, each with the prefix, in one write. A line longer
+// than s.max_line goes as pieces of max_line bytes, each ended with a newline and prefixed, as
+// soon as a piece is there. At EOF the partial rest goes too: with a prefix ended by a newline,
+// so the next rank's line starts on its own; without one, the bytes are passed on unchanged.
 void forward_lines(Stream& s, bool at_eof) {
   std::string out;
   size_t start = 0;
-  for (size_t nl; (nl = s.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-    if (!s.mid_line) out += s.prefix;
-    out.append(s.pending, start, nl + 1 - start);
-    s.mid_line = false;
+  while (start < s.pending.size()) {
+    const size_t nl = s.pending.find('\n', start);
+    const size_t line = (nl == std::string::npos ? s.pending.size() : nl) - start;
+    size_t take;
+    bool end_line = false;  // add a newline after the piece
+    if (line > s.max_line || (nl == std::string::npos && line == s.max_line)) {
+      take = s.max_line;
+      end_line = true;
+    } else if (nl != std::string::npos) {
+      take = line + 1;
+    } else if (at_eof) {
+      take = line;
+      end_line = !s.prefix.empty();
+    } else {
+      break;  // the rest of this line has not arrived yet
+    }
+    out += s.prefix;
+    out.append(s.pending, start, take);
+    if (end_line) out += '\n';
+    start += take;
   }
   s.pending.erase(0, start);
-  if (!s.pending.empty() && (at_eof || s.pending.size() >= kMaxLineBytes)) {
-    if (!s.mid_line) out += s.prefix;
-    out += s.pending;
-    s.pending.clear();
-    s.mid_line = true;
-  }
-  if (at_eof && s.mid_line && !s.prefix.empty()) out += '\n';
   if (!out.empty()) write_all(s.dest, out);
 }
 

@@ -1,5 +1,7 @@
 // Forwarding of a rank's stdout or stderr: kolorun reads the rank's pipe and writes whole
-// lines, each with a "[rank] " prefix, so the lines of different ranks never mix.
+// lines, each with a "[rank] " prefix, so the lines of different ranks never mix. A line longer
+// than the stream's max_line is split into several lines, each prefixed: kolorun never waits
+// for the end of a line it cannot hold, nor writes part of one that another rank could follow.
 #pragma once
 
 #include <cstddef>
@@ -7,14 +9,14 @@
 
 namespace kolo::kolorun {
 
-inline constexpr size_t kMaxLineBytes = 64 * 1024;  // a longer line is forwarded in pieces
+inline constexpr size_t kMaxLineBytes = 64 * 1024;  // a rank's longer line is split
 
 struct Stream {
-  int fd = -1;            // non-blocking read end of the rank's pipe; -1 after EOF
-  int dest = -1;          // kolorun's stdout or stderr
-  std::string prefix;     // "[rank] ", or empty with --no-prefix
-  std::string pending;    // bytes after the last newline
-  bool mid_line = false;  // the start of the current line was already written
+  int fd = -1;                      // non-blocking read end of the rank's pipe; -1 after EOF
+  int dest = -1;                    // kolorun's stdout or stderr
+  std::string prefix;               // "[rank] ", or empty with --no-prefix (and --hosts)
+  size_t max_line = kMaxLineBytes;  // bytes of a line (newline not counted) before a split
+  std::string pending;              // bytes after the last newline
 };
 
 // Reads what the pipe holds and forwards its complete lines: one read when `drain` is false,

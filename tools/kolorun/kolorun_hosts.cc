@@ -1,0 +1,99 @@
+// The remote command of kolorun --hosts (see kolorun_hosts.h).
+#include "tools/kolorun/kolorun_hosts.h"
+
+#include <unistd.h>
+
+#include <optional>
+#include <string_view>
+
+#include "comm/base/env.h"
+
+namespace kolo::kolorun {
+namespace {
+
+const char* bind_name(Bind bind) {
+  switch (bind) {
+    case Bind::kCore: return "core";
+    case Bind::kNuma: return "numa";
+    case Bind::kNone: break;
+  }
+  return "none";
+}
+
+// A relative KOLO_SECRET_FILE would be looked up in the remote shell's directory (ssh: the home
+// directory), not here.
+std::string absolute(const std::string& path) {
+  if (path.empty() || path[0] == '/') return path;
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd) == nullptr) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+// How the host's kolorun gets the job's secret, which every host must share: KOLO_SECRET (the
+// user's, or the fresh one setup() made), else the user's KOLO_SECRET_FILE, by absolute path:
+// the file must then be at that path on every host.
+std::string secret_assignment() {
+  if (std::optional<std::string> secret = env::get("KOLO_SECRET")) return "KOLO_SECRET=" + *secret;
+  if (std::optional<std::string> file = env::get("KOLO_SECRET_FILE"))
+    return "KOLO_SECRET_FILE=" + absolute(*file);
+  return "KOLO_SECRET=";
+}
+
+std::string self_path() {
+  char self[4096] = {};
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  return n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string("kolorun");
+}
+
+}  // namespace
+
+std::string shell_quote(const std::string& word) {
+  bool plain = !word.empty();
+  for (char c : word) {
+    const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      std::string_view("_@%+=:,./-").find(c) != std::string_view::npos;
+    plain = plain && safe;
+  }
+  if (plain) return word;
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+std::vector<std::string> host_command(const Options& opts, int host) {
+  std::vector<std::string> words;
+  std::string word;
+  for (char c : opts.rsh + " ") {
+    if (c != ' ') {
+      word += c;
+    } else if (!word.empty()) {
+      for (size_t at; (at = word.find("{host}")) != std::string::npos;)
+        word.replace(at, 6, opts.hosts[static_cast<size_t>(host)]);
+      words.push_back(word);
+      word.clear();
+    }
+  }
+  std::vector<std::string> tail = {"env",
+                                   secret_assignment(),
+                                   self_path(),
+                                   "--nnodes",
+                                   std::to_string(opts.hosts.size()),
+                                   "--node-rank",
+                                   std::to_string(host),
+                                   "--addr",
+                                   opts.addr,
+                                   "--port",
+                                   std::to_string(opts.port),
+                                   "-np",
+                                   std::to_string(opts.np),
+                                   "--grace",
+                                   std::to_string(opts.grace_s)};
+  if (opts.bind != Bind::kNone) tail.insert(tail.end(), {"--bind", bind_name(opts.bind)});
+  if (!opts.prefix) tail.push_back("--no-prefix");
+  tail.push_back("--");
+  for (char* const* arg = opts.cmd.data(); *arg != nullptr; ++arg) tail.emplace_back(*arg);
+  for (const std::string& w : tail) words.push_back(shell_quote(w));
+  return words;
+}
+
+}  // namespace kolo::kolorun
