@@ -6,6 +6,7 @@ import json
 import os
 import tempfile
 import time
+import warnings
 
 import pytest
 import torch
@@ -126,9 +127,42 @@ def test_horovod_settings_kolo_wins_and_unknown_ones_are_named(monkeypatch):
         hvd.init()
 
 
+def test_an_empty_kolo_variable_counts_as_unset(monkeypatch):
+    # As in kolo's C++ (env::get): the Horovod setting applies, with no "kolo's wins" warning
+    # (before: warned that KOLO_FUSION_THRESHOLD='' won, and the default applied instead).
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _reinit(monkeypatch, HOROVOD_FUSION_THRESHOLD="0", KOLO_FUSION_THRESHOLD="")
+        assert not [str(w.message) for w in caught if "is ignored" in str(w.message)]
+        assert os.environ["KOLO_FUSION_THRESHOLD"] == "0"
+        assert _fused_tensors(["hvd.empty.%d" % i for i in range(6)]) == 0
+    finally:
+        hvd.shutdown()
+        monkeypatch.undo()
+        hvd.init()
+
+
+def test_a_timeline_file_that_cannot_open_names_horovod_timeline(monkeypatch):
+    # Before: "timeline: cannot open '...'" named neither HOROVOD_TIMELINE nor KOLO_TIMELINE.
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "missing", "hvd_trace.json")
+        try:
+            with pytest.raises(kolo.IoError,
+                               match=r"HOROVOD_TIMELINE='.*' \(kolo's KOLO_TIMELINE\): .*"
+                                     r"timeline: cannot open"):
+                _reinit(monkeypatch, HOROVOD_TIMELINE=path)
+            assert not hvd.is_initialized()
+        finally:
+            monkeypatch.undo()
+            hvd.init()
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum).item() == n
+
+
 @pytest.mark.parametrize("name,value", [("HOROVOD_FUSION_THRESHOLD", "64MB"),
                                         ("HOROVOD_CYCLE_TIME", "-1"),
-                                        ("HOROVOD_LOG_LEVEL", "loud")])
+                                        ("HOROVOD_LOG_LEVEL", "loud"),
+                                        ("HOROVOD_STALL_CHECK_DISABLE", "maybe")])
 def test_bad_horovod_setting_is_named(monkeypatch, name, value):
     try:
         with pytest.raises(kolo.InvalidArgumentError, match=name):

@@ -7,7 +7,7 @@ shutdown() stops the engine only, so init() may follow shutdown() as in Horovod.
 import atexit
 
 from kolo import _core
-from kolo.errors import InvalidArgumentError
+from kolo.errors import InvalidArgumentError, IoError
 from kolo.torch import horovod_env
 
 
@@ -59,8 +59,8 @@ def init(comm=None, process_sets=None):
     try:
         _core.check_engine_settings()  # each rank names a bad setting, before any waits
         _state.comm = _resolve_comm(comm)
-        _state.engine = _core.Engine(_state.comm)
-    except InvalidArgumentError as error:
+        _state.engine = _core.Engine(_state.comm)  # opens KOLO_TIMELINE's file
+    except (InvalidArgumentError, IoError) as error:
         explained = horovod_env.explain(error)
         if explained is error:
             raise

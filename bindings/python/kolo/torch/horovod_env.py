@@ -42,11 +42,32 @@ _IGNORED = {
 _applied = {}
 
 
+# Booleans as kolo's C++ reads them (env::get_bool), in any case.
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+# Text by which kolo's messages about a setting are known: its name, and for the timeline the
+# "timeline: " prefix of the errors opening or writing its file (they name the file only).
+_MESSAGE_MARKS = {"KOLO_TIMELINE": ("KOLO_TIMELINE", "timeline: ")}
+
+
+def _refuse(name, expected):
+    """The error for a Horovod variable whose value kolo cannot read (raised on every rank, as
+    each reads the same environment)."""
+    return InvalidArgumentError("%s=%r is not accepted; expected %s" % (
+        name, os.environ[name], expected))
+
+
 def _stall_check(value):
-    """HOROVOD_STALL_CHECK_DISABLE=1 turns the stall warnings off: kolo's longest check time."""
-    if value.strip().lower() in ("1", "true", "yes", "on"):
+    """HOROVOD_STALL_CHECK_DISABLE=1 turns the stall warnings off: kolo's longest check time.
+    None where it leaves them on (a false or empty value)."""
+    value = value.strip().lower()
+    if value in _TRUE:
         return "1000000000"
-    return None
+    if value in _FALSE or not value:
+        return None
+    raise _refuse("HOROVOD_STALL_CHECK_DISABLE", "one of " + ", ".join(
+        "%s, %s" % pair for pair in zip(_TRUE, _FALSE)))
 
 
 def _wanted():
@@ -63,9 +84,7 @@ def _wanted():
     if "HOROVOD_LOG_LEVEL" in env:
         level = _LOG_LEVELS.get(env["HOROVOD_LOG_LEVEL"].strip().lower())
         if level is None:
-            raise InvalidArgumentError(
-                "HOROVOD_LOG_LEVEL=%r is not one of TRACE, DEBUG, INFO, WARNING, ERROR, FATAL" %
-                env["HOROVOD_LOG_LEVEL"])
+            raise _refuse("HOROVOD_LOG_LEVEL", "one of TRACE, DEBUG, INFO, WARNING, ERROR, FATAL")
         wanted["KOLO_LOG_LEVEL"] = ("HOROVOD_LOG_LEVEL", level)
     return wanted
 
@@ -73,14 +92,15 @@ def _wanted():
 def apply():
     """Sets kolo's variables from Horovod's before the engine reads them. A kolo variable this
     module set at an earlier init() is recomputed (the Horovod one may have changed); one the
-    user set is kept, with a warning where a Horovod setting disagrees with it."""
+    user set is kept, with a warning where a Horovod setting disagrees with it. An empty kolo
+    variable counts as unset, as in kolo's C++ (env::get)."""
     for kolo, (_, value) in _applied.items():
         if os.environ.get(kolo) == value:
             del os.environ[kolo]
     _applied.clear()
     for kolo, (hvd, value) in _wanted().items():
         mine = os.environ.get(kolo)
-        if mine is None:
+        if not mine:
             os.environ[kolo] = value
             _applied[kolo] = (hvd, value)
         elif mine != value:
@@ -94,11 +114,12 @@ def apply():
 
 
 def explain(error):
-    """`error` (raised while kolo read its settings) with the Horovod variable named, where the
-    bad value came from one: a new InvalidArgumentError, else `error` itself."""
+    """`error` (a KoloError raised while kolo read its settings or opened the timeline) with the
+    Horovod variable named, where the setting came from one: a new error of the same class,
+    else `error` itself."""
     text = str(error)
     for kolo, (hvd, value) in _applied.items():
-        if kolo in text:
-            return InvalidArgumentError("%s=%r (kolo's %s): %s" % (hvd, os.environ.get(hvd, value),
-                                                                    kolo, text))
+        if any(mark in text for mark in _MESSAGE_MARKS.get(kolo, (kolo,))):
+            return type(error)("%s=%r (kolo's %s): %s" % (hvd, os.environ.get(hvd, value), kolo,
+                                                          text))
     return error
