@@ -226,9 +226,18 @@ std::vector<std::pair<std::string, nlohmann::json>> data_order(const kt::TrainCo
 void check_data_order(const std::string& folder, const nlohmann::json& index,
                       const kt::TrainConfig& config, const std::string& phase) {
   const std::string index_path = folder + "/index.json";
-  const kt::TrainConfig saved_config = kt::parse_train_config(
-      index.at("config"), static_cast<int>(index.at("world_size").get<int64_t>()), false);
-  const auto saved = data_order(saved_config, phase);
+  // What the index's config gives, read like the user's own config: its errors name the index.
+  kt::BertConfig saved_model;
+  std::vector<std::pair<std::string, nlohmann::json>> saved;
+  try {
+    const kt::TrainConfig saved_config = kt::parse_train_config(
+        index.at("config"), static_cast<int>(index.at("world_size").get<int64_t>()), false);
+    saved_model = model_config(saved_config);
+    saved = data_order(saved_config, phase);
+  } catch (const kolo::Error& e) {
+    KOLO_THROW(kolo::ErrorCode::kInvalidArgument, index_path, ": config: ", e.message());
+  }
+  kt::check_same_bert(saved_model, model_config(config), "--resume", index_path);
   const auto now = data_order(config, phase);
   for (size_t i = 0; i < now.size(); ++i)
     KOLO_CHECK_ARG(now[i].second == saved[i].second, "--resume: ", now[i].first, " ",
@@ -496,7 +505,13 @@ int run(Job job, const Args& args) {
   if (!args.load.empty()) load_weights(model, args.load, job.lead());
   // Every rank holds the same weights (DataParallel broadcasts rank 0's): rank 0 saves them.
   const bool save = !args.save_dir.empty() && job.lead();
-  if (save) std::filesystem::create_directories(args.save_dir);
+  // Rank 0 makes the folder; its failure (read-only, a permission) is an error on every rank.
+  std::error_code made;
+  if (save) std::filesystem::create_directories(args.save_dir, made);
+  if (const double err = job.sum({double(made.value())})[0]; err != 0)  // on every rank
+    KOLO_THROW(kolo::ErrorCode::kIo, "--save ", args.save_dir,
+               ": rank 0 cannot create the folder: ",
+               std::system_category().message(static_cast<int>(err)));
 
   // --resume: the phase it names continues; an earlier phase is not run again.
   Checkpointing checkpoints{args.save_dir, "", args.save_every, args.keep, 0};
@@ -553,6 +568,11 @@ int run(Job job, const Args& args) {
 
 }  // namespace
 
+// A path option given as "" is refused, not taken as "not given" (a fresh run into an earlier
+// run's --save folder would replace its checkpoints).
+const CLI::Validator kNotEmpty(
+    [](std::string& s) { return s.empty() ? std::string("the path is empty") : ""; }, "");
+
 int main(int argc, char** argv) {
   CLI::App app{
       "Pretrain (MLM) and fine-tune (spam/ham) BERT with kolo's trainer (docs/trainer.md)"};
@@ -586,6 +606,8 @@ int main(int argc, char** argv) {
                  "optimizer step on the GPU")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+  for (const char* option : {"--save", "--resume", "--load"})  // "" (an unset shell variable)
+    app.get_option(option)->check(kNotEmpty);
   CLI11_PARSE(app, argc, argv);
   // Rank and size from the launcher (mpirun, kolorun, torchrun-style variables, Slurm); a
   // plain start is a job of one.

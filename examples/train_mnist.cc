@@ -18,6 +18,7 @@
 #include "trainer/data/sampler.h"
 #include "trainer/dist/data_parallel.h"
 #include "trainer/dist/job.h"
+#include "trainer/io/atomic_file.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/metrics/classification.h"
 #include "trainer/metrics/progress.h"
@@ -58,6 +59,8 @@ int run(Job job, const Args& args) {
   const auto warnings = config.kolo.warn_unknown({"model", "epochs", "seed", "max_shift"});
   if (job.lead()) kt::print_config_warnings(warnings);
   kt::DataParallel::check(config.zero);
+  // Before training, which a --save that cannot be written would otherwise lose at the end.
+  if (job.lead() && !args.save.empty()) kt::check_output_file(args.save, "--save");
   job.connect();  // after every setting is checked: a bad one stops every rank the same way
   job.require_same_settings({{"config", config.raw}});
   kt::set_num_threads(args.threads > 0 ? args.threads : job.default_threads());
@@ -163,7 +166,10 @@ int main(int argc, char** argv) {
   app.add_option("--config", args.config, "DeepSpeed-style JSON config")->capture_default_str();
   app.add_option("--set", args.overrides, "override a config key: --set optimizer.params.lr=1e-3");
   app.add_option("--data", args.data_dir, "data directory (default $KOLO_DATA_DIR or data/)");
-  app.add_option("--save", args.save, "write the trained weights (safetensors) here");
+  // "" (an unset shell variable) is refused, not taken as "do not save".
+  app.add_option("--save", args.save, "write the trained weights (safetensors) here")
+      ->check(CLI::Validator(
+          [](std::string& s) { return s.empty() ? std::string("the path is empty") : ""; }, ""));
   app.add_option("--threads", args.threads,
                  "kernel threads per rank (0, the default: the CPUs this host's ranks may use, "
                  "shared out among them, at most the rank's own, at least 1)")

@@ -14,6 +14,9 @@
 #     differs; --keep keeps the newest folders (of the run: a resumed run leaves an earlier
 #     run's later steps alone);
 #   - a resumed run that saves an existing step again replaces it, leaving nothing hidden;
+#   - exports into the save folder (another step, latest) or over a FIFO or device node, an empty
+#     path, --dtype int8, an empty --resume or --save, another attention-head count and an
+#     uncreatable --save folder are refused; a static fp16.loss_scale wins over the checkpoint's;
 #   - every rank killed while the step-12 folder is being written: latest still loads;
 #   - a disk that fills during a save (a 90 MiB tmpfs, as root): an error on every rank,
 #     `latest` still names the previous, loadable checkpoint, and no partial folder is left.
@@ -74,6 +77,26 @@ if "$ckpt" export "$out/a/step-000006" "$out/a/step-000006/../step-000006/x.safe
   2>"$out/inside.log"; then exit 1; fi
 grep -q "is inside the checkpoint $out/a/step-000006 " "$out/inside.log"
 test ! -e "$out/a/step-000006/x.safetensors"
+# Nor into the save folder around the step folder: another step's files or `latest` (before,
+# both were replaced and step 6 failed its SHA-256 check).
+cp "$out/a/latest" "$out/latest.before"
+for target in "$out/a/step-000006/model.safetensors" "$out/a/latest"; do
+  if "$ckpt" export "$out/a/step-000012" "$target" --dtype float16 2>"$out/inside.log"; then exit 1; fi
+  grep -q "is inside the checkpoint $out/a " "$out/inside.log"
+done
+cmp "$out/latest.before" "$out/a/latest"
+"$ckpt" verify "$out/a/step-000006" >/dev/null
+# An OUT that is not a regular file is refused naming it and left as it was (before, a FIFO or a
+# device node, /dev/full once, was replaced by the export). Only private nodes in $out.
+mkfifo "$out/fifo"
+if "$ckpt" export "$out/a" "$out/fifo" 2>"$out/fifo.log"; then exit 1; fi
+grep -q "output $out/fifo exists and is not a regular file (a FIFO)" "$out/fifo.log"
+test -p "$out/fifo"
+if [ "$(id -u)" = 0 ] && mknod "$out/devnull" c 1 3; then
+  if "$ckpt" export "$out/a" "$out/devnull" 2>"$out/node.log"; then exit 1; fi
+  grep -q "is not a regular file (a device)" "$out/node.log"
+  test -c "$out/devnull"
+fi
 # Command lines that do not parse exit 2 with the program's name; a wrong subcommand is named.
 usage() {
   local rc=0
@@ -87,6 +110,19 @@ usage info
 grep -q "^kolo_ckpt: checkpoint is required" "$out/usage.log"
 usage export "$out/a" "$out/x.safetensors" --dtype
 grep -q "^kolo_ckpt: --dtype" "$out/usage.log"
+# A --dtype export does not write, and an empty path (an unset variable: before, a raw
+# "filesystem error" and exit 1).
+usage export "$out/a" "$out/x.safetensors" --dtype int8
+grep -q "accepted float32, float16, bfloat16" "$out/usage.log"
+usage export "$out/a" ""
+grep -q "the path is empty" "$out/usage.log"
+# train_bert: an empty --resume or --save is refused naming the flag (before, --resume "" started
+# a fresh run that replaced the earlier run's step folders and moved `latest` back).
+for flag in --resume --save; do
+  rc=0
+  "$build/examples/train_bert" --phase finetune "$flag" "" >"$out/empty.log" 2>&1 || rc=$?
+  test "$rc" != 0 && grep -q -- "$flag: the path is empty" "$out/empty.log" || { cat "$out/empty.log"; exit 1; }
+done
 # The fp32 export in the PyTorch twin: the same loss on the same batch within 1e-5.
 "$ckpt" export "$out/a" "$out/export32.safetensors"
 "$build/tests/trainer/kolo_model_dump" bert-file "$out/export32.safetensors" "$out/torch"
@@ -175,6 +211,22 @@ done
 # Another model shape.
 if "${run[@]}" --resume "$out/a" --set kolo.model=mini >"$out/shape.log" 2>&1; then exit 1; fi
 grep -q "bert.embeddings.word_embeddings.weight \[30522,128\] in the checkpoint and bert.embeddings.word_embeddings.weight \[30522,256\] in the model" "$out/shape.log"
+# Another model with the same shapes (4 attention heads instead of tiny's 2): before, it loaded
+# and trained.
+if "${run[@]}" --resume "$out/a" --set 'kolo.model={"preset":"tiny","num_attention_heads":4}' \
+  >"$out/heads.log" 2>&1; then exit 1; fi
+grep -q "resume: kolo.model num_attention_heads 4 differs from the checkpoint's 2 ($out/a/step-000012/index.json)" \
+  "$out/heads.log"
+# A static fp16.loss_scale wins over the checkpoint's dynamic scale (before: scale 65536).
+"${run[@]}" --resume "$out/a/step-000006" --set fp16.loss_scale=128 --set kolo.finetune.max_steps=7 \
+  >"$out/static.log" 2>&1
+grep -q "step 7/7 .*scale 128" "$out/static.log" || { cat "$out/static.log"; exit 1; }
+# A save folder that cannot be created is an error naming --save on every rank (before: a raw
+# filesystem error on rank 0, "lost rank 0" on the other).
+touch "$out/plainfile"
+if "${run[@]}" --save "$out/plainfile/sub" >"$out/mk.log" 2>&1; then exit 1; fi
+grep -q "\-\-save $out/plainfile/sub: rank 0 cannot create the folder" "$out/mk.log" ||
+  { cat "$out/mk.log"; exit 1; }
 
 # A full disk during a save: 90 MiB holds the step-6 checkpoint (62 MiB) but not a second.
 if [ "$(id -u)" = 0 ]; then

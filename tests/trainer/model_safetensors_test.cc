@@ -2,6 +2,8 @@
 // header, atomic replacement, and errors that name the file and tensor.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <cmath>
 
@@ -131,6 +133,41 @@ void expect_error(const std::function<void()>& fn, const std::string& needle) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
   }
+}
+
+// A rename replaces whatever is at the target: a device node, FIFO or folder given as the output
+// must be refused naming it and left as it was (once, /dev/full became a 17 MB file).
+TEST_F(ModelSafetensors, WriteRefusesToReplaceWhatIsNotARegularFile) {
+  float v = 1.0f;
+  const std::string fifo = path("fifo"), folder = path("folder"), link = path("link"),
+                    node = path("null-node");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  fs::create_directories(folder);
+  fs::create_symlink(fifo, link);
+  // A private character node like /dev/null (1, 3) where the test may make one (root).
+  const bool have_node = ::mknod(node.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0;
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {fifo, "(a FIFO)"}, {folder, "(a folder)"}, {link, "(a FIFO)"}};
+  if (have_node) cases.push_back({node, "(a device)"});
+  for (const auto& [target, kind] : cases) {
+    expect_error(
+        [&] {
+          write_safetensors(target, {{"v", DType::kFloat32, {1}, &v}});
+        },
+        "output " + target + " exists and is not a regular file " + kind);
+  }
+  EXPECT_TRUE(fs::is_fifo(fs::symlink_status(fifo)));
+  EXPECT_TRUE(fs::is_directory(folder));
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link)));
+  if (have_node) {
+    EXPECT_TRUE(fs::is_character_file(fs::symlink_status(node)));
+  }
+  // No temporary left behind, and a dangling symlink is simply replaced.
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  fs::create_symlink(path("nowhere"), path("dangling"));
+  write_safetensors(path("dangling"), {{"v", DType::kFloat32, {1}, &v}});
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(path("dangling"))));
 }
 
 TEST_F(ModelSafetensors, CorruptFilesAreRejectedNamingFileAndTensor) {

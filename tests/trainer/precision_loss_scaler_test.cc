@@ -202,6 +202,51 @@ TEST(LossScaler, RestoreRoundTrip) {
   EXPECT_EQ(a.hysteresis_left(), b.hysteresis_left());
 }
 
+// A resume: the config's settings win where they are fixed by it (docs/trainer.md).
+TEST(LossScaler, ResumeKeepsWhatTheConfigFixes) {
+  // Same precision, dynamic: the state carries over exactly.
+  DynamicLossScaler same(options(2, 5));
+  same.resume(1024.0f, 3, 1, 4, true);
+  EXPECT_EQ(same.scale(), 1024.0f);
+  EXPECT_EQ(same.clean_steps_since_overflow_or_growth(), 3);
+  EXPECT_EQ(same.hysteresis_left(), 1);
+  EXPECT_EQ(same.skipped_steps(), 4);
+  // A smaller window and hysteresis are applied: the state is clamped to them (before: refused
+  // with "clean steps 6 out of range [0, 2)").
+  DynamicLossScaler smaller(options(1, 2));
+  smaller.resume(1024.0f, 6, 2, 0, true);
+  EXPECT_EQ(smaller.clean_steps_since_overflow_or_growth(), 1);
+  EXPECT_EQ(smaller.hysteresis_left(), 1);
+  EXPECT_TRUE(smaller.update(false));
+  EXPECT_EQ(smaller.scale(), 2048.0f);  // the window of 2 is reached at once
+  // fp16.min_loss_scale above the checkpoint's scale: raised to it.
+  LossScalerOptions high = options(2, 5);
+  high.initial_scale = 262144.0f;
+  high.min_scale = 131072.0f;
+  DynamicLossScaler raised(high);
+  raised.resume(65536.0f, 0, 2, 0, true);
+  EXPECT_EQ(raised.scale(), 131072.0f);
+  // A static fp16.loss_scale: the config's scale, whatever the checkpoint's.
+  LossScalerOptions fixed = options(2, 5);
+  fixed.dynamic = false;
+  fixed.initial_scale = 128.0f;
+  DynamicLossScaler fixed_scaler(fixed);
+  fixed_scaler.resume(65536.0f, 3, 1, 2, true);
+  EXPECT_EQ(fixed_scaler.scale(), 128.0f);
+  EXPECT_EQ(fixed_scaler.skipped_steps(), 2);
+  // bf16 or fp32 after fp16: scale 1.
+  DynamicLossScaler none(no_loss_scaling());
+  none.resume(65536.0f, 3, 1, 0, false);
+  EXPECT_EQ(none.scale(), 1.0f);
+  // fp16 after bf16 (whose scale was 1): the config's initial state, not scale 1.
+  DynamicLossScaler fresh(options(2, 5));
+  fresh.resume(1.0f, 4, 1, 1, false);
+  EXPECT_EQ(fresh.scale(), 65536.0f);
+  EXPECT_EQ(fresh.clean_steps_since_overflow_or_growth(), 0);
+  EXPECT_EQ(fresh.hysteresis_left(), 2);
+  EXPECT_EQ(fresh.skipped_steps(), 1);
+}
+
 TEST(LossScaler, InvalidOptionsNameTheSettingAndRange) {
   LossScalerOptions o;
   o.hysteresis = 0;

@@ -7,7 +7,8 @@
 //                                             the fp32 master weights of every shard, whole,
 //                                             under their Hugging Face names (converted to
 //                                             --dtype, round to nearest even); OUT outside
-//                                             DIR
+//                                             DIR and the save folder holding it; OUT that
+//                                             exists must be a regular file
 // DIR is a checkpoint folder (its `latest` is used) or a step folder. A command line that does
 // not parse exits 2; a checkpoint or an OUT refused after that, 1.
 #include <algorithm>
@@ -36,14 +37,33 @@ bool is_within(const fs::path& inner, const fs::path& outer) {
   return std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end()).first == outer.end();
 }
 
-// An export written into the checkpoint would replace one of its files (index.json, a shard)
-// or leave a stray one there: OUT's folder must lie outside both the folder named on the
-// command line and the step folder it resolved to.
+// The save folder (the one holding `latest` and the step-* folders) that step folder `folder`
+// lies in, or "" when its parent is not one (a step folder copied on its own elsewhere).
+fs::path enclosing_save_folder(const std::string& folder) {
+  const fs::path step = fs::weakly_canonical(fs::absolute(folder));
+  const fs::path parent = step.parent_path();
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(parent / "latest", ec))) return parent;
+  for (const auto& entry : fs::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool step_like = name.rfind("step-", 0) == 0 || name.rfind(".step-", 0) == 0;
+    if (step_like && entry.path() != step) return parent;
+  }
+  return {};
+}
+
+// An export written into the checkpoint would replace one of its files (index.json, a shard,
+// another step's files, `latest`) or leave a stray one there: OUT's folder must lie outside the
+// folder named on the command line, the step folder it resolved to and the save folder that
+// holds that step folder.
 void check_outside(const std::string& out, const std::string& path, const std::string& folder) {
   const fs::path parent = fs::weakly_canonical(fs::absolute(out).parent_path());
-  for (const std::string& ck : {path, folder})
-    KOLO_CHECK_ARG(!is_within(parent, fs::weakly_canonical(fs::absolute(ck))), "export: ", out,
-                   " is inside the checkpoint ", ck, " (its folder resolves to ", parent.string(),
+  std::vector<fs::path> guarded = {fs::weakly_canonical(fs::absolute(path)),
+                                   fs::weakly_canonical(fs::absolute(folder))};
+  if (fs::path save = enclosing_save_folder(folder); !save.empty()) guarded.push_back(save);
+  for (const fs::path& ck : guarded)
+    KOLO_CHECK_ARG(!is_within(parent, ck), "export: ", out, " is inside the checkpoint ",
+                   ck.string(), " (its folder resolves to ", parent.string(),
                    "); write the export elsewhere");
 }
 
@@ -102,10 +122,7 @@ int export_weights(const std::string& path, const std::string& folder, const std
   const size_t total = index.at("total").get<size_t>();
   std::vector<float> master(total, 0.0f);
   kt::read_checkpoint_range(folder, index, {{"master", master.data()}}, 0, total);
-  const kolo::DType to = kolo::parse_dtype(dtype, "--dtype");
-  KOLO_CHECK_ARG(
-      to == kolo::DType::kFloat32 || to == kolo::DType::kFloat16 || to == kolo::DType::kBFloat16,
-      "--dtype ", dtype, ": accepted float32, float16, bfloat16");
+  const kolo::DType to = kolo::parse_dtype(dtype, "--dtype");  // checked by kExportDtype
   std::vector<char> data(total * kolo::dtype_size(to));
   kolo::convert(data.data(), to, master.data(), kolo::DType::kFloat32, total);
   std::vector<kt::TensorRef> tensors;
@@ -118,6 +135,25 @@ int export_weights(const std::string& path, const std::string& folder, const std
               dtype.c_str());
   return 0;
 }
+
+// --dtype of an export: the three a model is stored in (or parse_dtype's aliases of them);
+// anything else is a usage error.
+const CLI::Validator kExportDtype(
+    [](std::string& text) -> std::string {
+      try {
+        const kolo::DType d = kolo::parse_dtype(text, "--dtype");
+        if (d == kolo::DType::kFloat32 || d == kolo::DType::kFloat16 || d == kolo::DType::kBFloat16)
+          return "";
+      } catch (const kolo::Error&) {
+      }
+      return "'" + text +
+             "' is not accepted; accepted float32, float16, bfloat16 (or fp32, fp16, bf16)";
+    },
+    "float32|float16|bfloat16");
+
+// A path argument that is "" (an unset shell variable) would mean the current folder.
+const CLI::Validator kNonEmpty(
+    [](std::string& text) -> std::string { return text.empty() ? "the path is empty" : ""; }, "");
 
 // CLI11's message with the program's name, exit 2 as kolorun's usage errors. When the first
 // word is not a subcommand CLI11 only says that one is required: the word is named instead.
@@ -145,14 +181,21 @@ int main(int argc, char** argv) {
   std::string path, out, dtype = "float32";
   CLI::App* info_cmd = app.add_subcommand("info", "print a checkpoint's index in plain words");
   info_cmd->add_option("checkpoint", path, "checkpoint folder (its latest) or step folder")
-      ->required();
+      ->required()
+      ->check(kNonEmpty);
   CLI::App* verify_cmd = app.add_subcommand("verify", "check every file's size and SHA-256");
-  verify_cmd->add_option("checkpoint", path, "checkpoint folder or step folder")->required();
+  verify_cmd->add_option("checkpoint", path, "checkpoint folder or step folder")
+      ->required()
+      ->check(kNonEmpty);
   CLI::App* export_cmd =
       app.add_subcommand("export", "write the whole model as Hugging Face-named safetensors");
-  export_cmd->add_option("checkpoint", path, "checkpoint folder or step folder")->required();
-  export_cmd->add_option("out", out, "the safetensors file to write")->required();
-  export_cmd->add_option("--dtype", dtype, "float32, float16 or bfloat16")->capture_default_str();
+  export_cmd->add_option("checkpoint", path, "checkpoint folder or step folder")
+      ->required()
+      ->check(kNonEmpty);
+  export_cmd->add_option("out", out, "the safetensors file to write")->required()->check(kNonEmpty);
+  export_cmd->add_option("--dtype", dtype, "float32, float16 or bfloat16")
+      ->capture_default_str()
+      ->check(kExportDtype);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

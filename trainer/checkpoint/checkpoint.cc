@@ -509,9 +509,11 @@ TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep
   step.state_from_host();  // a model on a device: they go back down
   step.optimizer().set_step_count(index.at("optimizer_step").get<int64_t>());
   const nlohmann::json& s = index.at("loss_scaler");
-  step.mutable_scaler().restore(s.at("scale").get<float>(), s.at("clean_steps").get<int64_t>(),
-                                s.at("hysteresis_left").get<int64_t>(),
-                                s.at("skipped_steps").get<int64_t>());
+  // The config's precision settings win where it fixes them (DynamicLossScaler::resume).
+  step.mutable_scaler().resume(s.at("scale").get<float>(), s.at("clean_steps").get<int64_t>(),
+                               s.at("hysteresis_left").get<int64_t>(),
+                               s.at("skipped_steps").get<int64_t>(),
+                               index.at("dtype").get<std::string>() == dtype_name(model.dtype()));
   TrainPosition position;
   position.phase = index.at("phase").get<std::string>();
   position.step = index.at("step").get<int64_t>();

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -151,19 +152,25 @@ void check_checkpoint_index(const nlohmann::json& index, const std::string& path
     const Fields root{JsonSection(index, "")};
     root.text("kolo_version");
     root.text("phase");
-    const int64_t step = root.integer("step", Range::at_least(0));
+    const int64_t step = root.integer("step", Range::closed(0, kMaxElements));
     root.integer("global_step", Range::at_least(static_cast<double>(step)));
-    root.integer("epoch", Range::at_least(0));
-    root.integer("step_in_epoch", Range::at_least(0));
+    // An epoch holds at least one step: neither count can pass the phase's steps.
+    root.integer("epoch", Range::closed(0, static_cast<double>(step)));
+    root.integer("step_in_epoch", Range::closed(0, static_cast<double>(step)));
     root.integer("global_sample", Range::at_least(0));
     const int64_t world = root.integer("world_size", Range::closed(1, 1 << 20));
     root.integer("stage", Range::closed(0, 3));
     root.text("dtype", {"float32", "float16", "bfloat16"});
     root.integer("optimizer_step", Range::at_least(0));
     const Fields scaler = root.object("loss_scaler");
-    scaler.number("scale", Range::above(0));
-    for (const char* key : {"clean_steps", "hysteresis_left", "skipped_steps"})
-      scaler.integer(key, Range::at_least(0));
+    // A float's range (1e300 would read back as inf); one scaler per phase, so its counts are
+    // at most the phase's steps.
+    scaler.number("scale", Range::closed(std::numeric_limits<float>::denorm_min(),
+                                         std::numeric_limits<float>::max()));
+    for (const char* key : {"clean_steps", "skipped_steps"})
+      scaler.integer(key, Range::closed(0, static_cast<double>(step)));
+    scaler.integer("hysteresis_left", Range::closed(1, kMaxElements));
+    root.object("config");  // the run's config, which a resume compares with its own
     const auto total = static_cast<size_t>(root.integer("total", Range::closed(0, kMaxElements)));
     check_layout(root, total);
     check_files(root, total, world);

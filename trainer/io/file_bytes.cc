@@ -9,16 +9,35 @@ namespace kolo::trainer {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+const char* kind_of(const fs::file_status& status) {
+  return fs::is_directory(status) ? "a folder"
+         : fs::is_fifo(status)    ? "a FIFO"
+         : fs::is_socket(status)  ? "a socket"
+                                  : "a device";
+}
+
+}  // namespace
+
 void require_regular_file(const fs::path& path, const std::string& what) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);  // follows symlinks
+  // A symbolic link loop (ELOOP) is there but cannot be followed: not "missing".
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    KOLO_THROW(ErrorCode::kIo, what, " ", path.string(), " cannot be resolved (", ec.message(),
+               ")");
   if (!fs::exists(status)) KOLO_THROW(ErrorCode::kIo, what, " ", path.string(), " does not exist");
   KOLO_CHECK_ARG(fs::is_regular_file(status), what, " ", path.string(), " is not a regular file (",
-                 fs::is_directory(status) ? "a folder"
-                 : fs::is_fifo(status)    ? "a FIFO"
-                 : fs::is_socket(status)  ? "a socket"
-                                          : "a device",
-                 ")");
+                 kind_of(status), ")");
+}
+
+void require_replaceable_file(const fs::path& path, const std::string& what) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);  // follows symlinks
+  if (!fs::exists(status)) return;  // nothing there yet, or a dangling symlink (replaced)
+  KOLO_CHECK_ARG(fs::is_regular_file(status), what, " ", path.string(), " exists and is not a",
+                 " regular file (", kind_of(status), "); refusing to replace it");
 }
 
 std::string read_file_bytes(const fs::path& path, const std::string& what, uintmax_t max_bytes) {

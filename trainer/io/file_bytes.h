@@ -20,4 +20,9 @@ std::string read_file_bytes(const std::filesystem::path& path, const std::string
 // Refuses (as above) what is not a regular file, before anything opens it.
 void require_regular_file(const std::filesystem::path& path, const std::string& what);
 
+// For a file about to be written by replacing it (write_file_atomically): refuses, naming
+// "<what> <path>", a path that exists and is not a regular file (a device node, FIFO, socket or
+// folder, through symlinks too), which a rename would otherwise replace. A missing path passes.
+void require_replaceable_file(const std::filesystem::path& path, const std::string& what);
+
 }  // namespace kolo::trainer

@@ -140,4 +140,18 @@ nlohmann::json bert_config_to_json(const BertConfig& c) {
           {"mlm_head", c.mlm_head}};
 }
 
+void check_same_bert(const BertConfig& checkpoint, const BertConfig& now, const std::string& where,
+                     const std::string& index) {
+  const nlohmann::json saved = bert_config_to_json(checkpoint), ours = bert_config_to_json(now);
+  // Another shape is left to the load, which names the first tensor that differs.
+  for (const char* key : {"vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size",
+                          "max_position_embeddings", "type_vocab_size"})
+    if (saved.at(key) != ours.at(key)) return;
+  for (const char* key : {"num_attention_heads", "layer_norm_eps"})
+    KOLO_CHECK_ARG(saved.at(key) == ours.at(key), where, ": kolo.model ", key, " ",
+                   ours.at(key).dump(), " differs from the checkpoint's ", saved.at(key).dump(),
+                   " (", index, "): its weights belong to that model; resume with the same ",
+                   "kolo.model or start a new run");
+}
+
 }  // namespace kolo::trainer

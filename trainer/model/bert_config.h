@@ -40,6 +40,13 @@ BertConfig parse_bert_config(const nlohmann::json& json);
 // A preset name, or a JSON object in text form when `text` starts with '{'.
 BertConfig parse_bert_config(std::string_view text);
 
+// A resume's check of the settings the weights' shapes do not show (the attention heads, the
+// layer norm epsilon): throws kInvalidArgument "<where>: kolo.model <key> <now> differs from
+// the checkpoint's <saved> (<index>)". Dropout and init may change; another shape passes (the
+// load names the first tensor that differs).
+void check_same_bert(const BertConfig& checkpoint, const BertConfig& now, const std::string& where,
+                     const std::string& index);
+
 // The config as a Hugging Face style config.json object (parse_bert_config reads it back).
 nlohmann::json bert_config_to_json(const BertConfig& config);
 

@@ -78,6 +78,17 @@ void DynamicLossScaler::restore(float scale, int64_t clean_steps, int64_t hyster
   skipped_steps_ = skipped_steps;
 }
 
+void DynamicLossScaler::resume(float scale, int64_t clean_steps, int64_t hysteresis_left,
+                               int64_t skipped_steps, bool same_precision) {
+  if (!options_.dynamic || !same_precision) {
+    restore(options_.initial_scale, 0, options_.hysteresis, skipped_steps);
+    return;
+  }
+  restore(std::max(scale, options_.min_scale),
+          std::clamp<int64_t>(clean_steps, 0, options_.growth_interval - 1),
+          std::clamp<int64_t>(hysteresis_left, 1, options_.hysteresis), skipped_steps);
+}
+
 LossScalerOptions no_loss_scaling() {
   LossScalerOptions o;
   o.dynamic = false;

@@ -58,6 +58,14 @@ class DynamicLossScaler {
 
   // Checkpoint state: restore what the accessors above returned.
   void restore(float scale, int64_t clean_steps, int64_t hysteresis_left, int64_t skipped_steps);
+  // A resume: a checkpoint's state (as restore() takes it) under this run's options, which win
+  // where the config fixes them. skipped_steps always carries over. Not dynamic (bf16, fp32 or
+  // a static fp16.loss_scale): the options' scale. Dynamic after a checkpoint of another
+  // precision (`same_precision` false, e.g. bf16 to fp16): the initial state, as a new run.
+  // Dynamic after an fp16 one: its scale raised to min_scale, its clean steps and hysteresis
+  // budget clamped to this run's growth_interval - 1 and hysteresis.
+  void resume(float scale, int64_t clean_steps, int64_t hysteresis_left, int64_t skipped_steps,
+              bool same_precision);
 
  private:
   LossScalerOptions options_;
