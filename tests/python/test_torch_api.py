@@ -1,8 +1,8 @@
 """kolo.torch's collectives against closed-form results: rank r contributes values built from
 r, so every expected result is a formula in the rank count n. Every supported dtype, the
 out-of-place, in-place and asynchronous forms, process sets, join, gradients, objects, the
-timeline, handles and the engine's lifecycle (the errors: test_torch_errors.py). Runs under
-kolorun at 2 and 3 ranks (conftest.py)."""
+timeline, handles, the engine's lifecycle, Horovod's mpi_ops module path and the elastic API's
+refusal (the errors: test_torch_errors.py). Runs under kolorun at 2 and 3 ranks (conftest.py)."""
 import json
 import os
 import tempfile
@@ -301,6 +301,38 @@ def test_objects():
     assert hvd.broadcast_object(obj, root_rank=0) == {"hello": 123, 0: [1, 2]}
     assert hvd.allgather_object({"rank": r, "pad": "x" * r}) == [
         {"rank": q, "pad": "x" * q} for q in range(n)]
+
+
+def test_mpi_ops_is_horovods_module_path():
+    from kolo.torch.mpi_ops import Average, allreduce_async_, synchronize
+    x = torch.full((3,), float(r + 1))
+    synchronize(allreduce_async_(x, name="mpi_ops.path", op=Average))
+    assert x.tolist() == [(n + 1) / 2] * 3
+    assert all(getattr(hvd.mpi_ops, name) is getattr(hvd, name) for name in hvd.mpi_ops.__all__)
+
+
+def test_elastic_api_imports_and_refuses_use():
+    """Horovod's elastic API: a script's definitions load, using them raises (docs/python.md)."""
+    @hvd.elastic.run
+    def train(state):
+        return state
+
+    class MyState(hvd.elastic.State):
+        pass
+
+    assert train.__name__ == "train"
+    refusals = [(lambda: train(None), "run"),
+                (lambda: hvd.elastic.TorchState(None, None, epoch=0), "TorchState"),
+                (lambda: hvd.elastic.ElasticSampler(range(4)), "ElasticSampler"),
+                (MyState, r"State \(subclassed by .*MyState\)")]
+    for use, what in refusals:
+        with pytest.raises(NotImplementedError, match=r"^kolo\.torch\.elastic\.%s: elastic "
+                           r"training \(horovodrun --min-np/--max-np\) is not supported by kolo; "
+                           r"run with a fixed world size" % what):
+            use()
+    with pytest.raises(hvd.HostsUpdatedInterrupt):  # a class an except clause can name
+        raise hvd.HostsUpdatedInterrupt(skip_sync=True)
+    assert not issubclass(hvd.HostsUpdatedInterrupt, hvd.HorovodInternalError)
 
 
 def test_own_communicator_next_to_hvd():

@@ -248,6 +248,53 @@ def test_a_backward_pass_with_a_bad_op_raises_and_the_next_one_works():
     assert w.grad.tolist() == [n * (n + 1) / 2] * 3
 
 
+@pytest.mark.parametrize("num_groups", [0, 1])
+def test_set_backward_passes_per_step(num_groups):
+    """Horovod's set_backward_passes_per_step(k): the next k backward passes are added up before
+    the average, and a new call starts every parameter's count again. Each pass gives w and v
+    the gradient rank + 1, so the averaged gradient after k passes is k (n + 1) / 2."""
+    n = hvd.size()
+    if n == 1:
+        pytest.skip("one rank reduces nothing: the optimizer hooks no gradient")
+    w, v = (torch.nn.Parameter(torch.zeros(3, dtype=torch.float64)) for _ in range(2))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([w, v], lr=1.0),
+                                   named_parameters=[("w", w), ("v", v)], num_groups=num_groups)
+
+    def backward():
+        ((w + v) * (hvd.rank() + 1)).sum().backward()
+
+    def step(backward_passes):
+        for _ in range(backward_passes):
+            backward()
+        opt.step()
+        return w.grad.tolist(), v.grad.tolist()
+
+    mean = (n + 1) / 2
+    assert step(1) == ([mean] * 3, [mean] * 3)  # the constructor's 1
+    opt.zero_grad()
+    opt.set_backward_passes_per_step(2)
+    assert step(2) == ([2 * mean] * 3, [2 * mean] * 3)
+    assert opt.backward_passes_per_step == 2
+    opt.zero_grad()
+    backward()  # one of two passes; the next call starts the count again, so three are added
+    opt.set_backward_passes_per_step(2)
+    assert step(2) == ([3 * mean] * 3, [3 * mean] * 3)
+    assert w.tolist() == v.tolist() == [-6 * mean] * 3  # SGD, lr 1: minus (1 + 2 + 3) means
+
+    for bad in (0, -1, 1.5, True, "2", None):
+        with pytest.raises(ValueError, match="set_backward_passes_per_step: passes must be an "
+                                             "integer >= 1, got %r" % (bad,)):
+            opt.set_backward_passes_per_step(bad)
+    assert opt.backward_passes_per_step == 2
+    opt.set_backward_passes_per_step(1)
+    opt.zero_grad()
+    backward()  # submitted: changing the count now would lose the reduction in flight
+    with pytest.raises(AssertionError, match="set_backward_passes_per_step"):
+        opt.set_backward_passes_per_step(2)
+    opt.step()
+    assert w.grad.tolist() == [mean] * 3
+
+
 def test_shared_gradients_can_be_turned_off(monkeypatch):
     if hvd.size() == 1:
         pytest.skip("one rank reduces nothing: the optimizer hooks no gradient")

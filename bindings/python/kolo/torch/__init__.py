@@ -1,6 +1,7 @@
 """kolo.torch: Horovod's PyTorch API (horovod.torch) on kolo's engine, for CPU tensors.
 
-A Horovod training script runs unchanged after `import kolo.torch as hvd`; start it with
+A Horovod training script runs unchanged after `import kolo.torch as hvd` (not an elastic one:
+kolo.torch.elastic only names Horovod's elastic API, and refuses it when used); start it with
 `kolorun -np N python3 train.py` (or mpirun, torchrun, Slurm). See docs/python.md for the list
 and for where kolo differs from Horovod. kolo.torch.distributed (imported here when built) is
 torch.distributed's "kolo" backend, for DistributedDataParallel.
@@ -34,6 +35,8 @@ from kolo.torch.functions import (allgather_object, broadcast_object, broadcast_
                                   broadcast_parameters)
 from kolo.torch.optimizer import DistributedOptimizer
 from kolo.torch.sync_batch_norm import SyncBatchNorm
+from kolo.torch import elastic, mpi_ops  # noqa: F401 (hvd.elastic.run, Horovod's module path)
+from kolo.torch.elastic import HostsUpdatedInterrupt
 
 # torch.distributed's "kolo" backend, when kolo was built with libtorch (KOLO_WITH_TORCH) and
 # this torch has torch.distributed.
@@ -42,8 +45,8 @@ if importlib.util.find_spec("kolo._c10d") is not None and _torch.distributed.is_
 
 __all__ = [
     # errors
-    "HorovodInternalError", "InvalidArgumentError", "KoloError", "MismatchError",
-    "PeerLostError",
+    "HorovodInternalError", "HostsUpdatedInterrupt", "InvalidArgumentError", "KoloError",
+    "MismatchError", "PeerLostError",
     # basics
     "ccl_built", "cross_rank", "cross_size", "cuda_built", "ddl_built", "gloo_built",
     "gloo_enabled", "init", "is_homogeneous", "is_initialized", "local_rank", "local_size",
@@ -63,4 +66,6 @@ __all__ = [
     # functions, optimizer, layers
     "allgather_object", "broadcast_object", "broadcast_optimizer_state", "broadcast_parameters",
     "DistributedOptimizer", "SyncBatchNorm",
+    # modules: elastic (names only, not supported), mpi_ops (Horovod's module path)
+    "elastic", "mpi_ops",
 ]

@@ -33,6 +33,11 @@ def _shared_grads_enabled():
     return value == "1"
 
 
+def _check_count(value, what, low=1):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError("%s must be an integer >= %d, got %r" % (what, low, value))
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     _kolo_distributed = True
 
@@ -112,6 +117,21 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         grouped = {p for g in out for p in g}
         out += [(p,) for p in params if p not in grouped]  # the rest: a group each
         return out
+
+    def set_backward_passes_per_step(self, passes):
+        """Horovod's: from now on each gradient is reduced after `passes` backward passes, and
+        every parameter's count starts again. Call it between steps: a reduction already in
+        flight would be lost from the count, so that is refused."""
+        _check_count(passes, "set_backward_passes_per_step: passes")
+        if any(handle is not None for handle, _ in self._handles.values()):
+            raise AssertionError("set_backward_passes_per_step() was called after gradients "
+                                 "were submitted but before optimizer.step() or "
+                                 "optimizer.synchronize()")
+        self.backward_passes_per_step = int(passes)
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+        for group in self._group_counts:
+            self._group_counts[group] = 0
 
     def _register_hooks(self):
         for group in self.param_groups:
@@ -298,10 +318,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if op == Adasum:
         raise NotImplementedError("kolo does not implement Adasum; use op=Average or op=Sum")
     compression_arg(compression)
-    for what, value, low in (("backward_passes_per_step", backward_passes_per_step, 1),
-                             ("num_groups", num_groups, 0)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-            raise ValueError("%s must be an integer >= %d, got %r" % (what, low, value))
+    _check_count(backward_passes_per_step, "backward_passes_per_step")
+    _check_count(num_groups, "num_groups", low=0)
     scale_arg(gradient_predivide_factor, "gradient_predivide_factor")
     if not gradient_predivide_factor > 0:
         raise ValueError("gradient_predivide_factor must be > 0, got %r" %
