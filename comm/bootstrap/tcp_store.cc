@@ -33,6 +33,17 @@ net::Socket listen_for_store(const std::string& host, int port) {
   return net::Socket::listen(host, port);
 }
 
+// Store clients are ranks of this job (any rank, role kStoreClient) of this generation; one of
+// the next init (kolo_init after kolo_shutdown) is turned away as routine and retries.
+net::HelloVerdict check_client(const net::Hello& hello, uint64_t generation) {
+  if (hello.role != net::Role::kStoreClient) return {"not a store client"};
+  if (hello.tag != store_tag(generation))
+    return {"a client of another init (" + hello.tag + "; this store serves " +
+                store_tag(generation) + "): it retries until that store is up",
+            true};
+  return {};
+}
+
 }  // namespace
 
 // One authenticated client connection as the server sees it.
@@ -50,18 +61,9 @@ struct TcpStoreServer::State : StoreState {
 TcpStoreServer::TcpStoreServer(const std::string& host, int port, uint64_t generation)
     : listener_(listen_for_store(host, port)),
       port_(listener_.local_port()),
-      // Store clients are ranks of this job (any rank, role kStoreClient) of this generation.
-      acceptor_(std::make_unique<net::Acceptor>(listener_, "store", kHandshakeTimeout,
-                                                [generation](const net::Hello& hello) {
-                                                  if (hello.role != net::Role::kStoreClient)
-                                                    return std::string("not a store client");
-                                                  if (hello.tag != store_tag(generation))
-                                                    return "a client of another init (" +
-                                                           hello.tag + "; this store serves " +
-                                                           store_tag(generation) +
-                                                           "): it retries until that store is up";
-                                                  return std::string();
-                                                })),
+      acceptor_(std::make_unique<net::Acceptor>(
+          listener_, "store", kHandshakeTimeout,
+          [generation](const net::Hello& hello) { return check_client(hello, generation); })),
       state_(std::make_unique<State>()) {
   thread_ = std::thread([this] { serve(); });
 }

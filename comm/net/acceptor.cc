@@ -79,10 +79,13 @@ bool Acceptor::progress(Pending& p, std::vector<Accepted>* out) {
   const auto* bytes = reinterpret_cast<const uint8_t*>(p.in.data());
   Status status = Status::kAccepted;
   std::string why;
+  bool routine = false;
   Hello hello{};
   try {
     hello = verify_hello(bytes, p.challenge, secret_);
-    why = check_ ? check_(hello) : "";
+    HelloVerdict verdict = check_ ? check_(hello) : HelloVerdict{};
+    why = std::move(verdict.why);
+    routine = verdict.routine;
     if (!why.empty()) status = Status::kUnexpected;
   } catch (const Error& e) {
     status = status_of(e);
@@ -94,15 +97,18 @@ bool Acceptor::progress(Pending& p, std::vector<Accepted>* out) {
               static_cast<ssize_t>(reply.size());
   if (why.empty() && !sent) why = "the handshake reply could not be sent";
   if (!why.empty()) {
-    refuse(p, why);
+    refuse(p, why, routine && sent);
     return true;
   }
   out->push_back({std::move(p.sock), std::move(hello)});
   return true;
 }
 
-void Acceptor::refuse(const Pending& p, const std::string& why) const {
-  KOLO_LOG(kWarning, who_, ": refused connection from ", p.peer, ": ", why);
+void Acceptor::refuse(const Pending& p, const std::string& why, bool routine) const {
+  if (routine)
+    KOLO_LOG(kInfo, who_, ": refused connection from ", p.peer, ": ", why);
+  else
+    KOLO_LOG(kWarning, who_, ": refused connection from ", p.peer, ": ", why);
 }
 
 void Acceptor::accept_new() {

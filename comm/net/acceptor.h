@@ -25,8 +25,14 @@ struct Accepted {
   Hello hello;
 };
 
-// "" accepts a verified Hello; anything else is why it is refused (logged).
-using HelloCheck = std::function<std::string(const Hello&)>;
+// What a check says of a verified Hello: an empty `why` accepts it; otherwise it is refused and
+// `why` logged, as a warning, or as info when the refusal is `routine` (a client of the next
+// init that retries until its own store is up).
+struct HelloVerdict {
+  std::string why;
+  bool routine = false;
+};
+using HelloCheck = std::function<HelloVerdict(const Hello&)>;
 
 class Acceptor {
  public:
@@ -57,7 +63,7 @@ class Acceptor {
 
   // Reads what arrived; true when the connection is finished (accepted into `out`, or refused).
   bool progress(Pending& p, std::vector<Accepted>* out);
-  void refuse(const Pending& p, const std::string& why) const;
+  void refuse(const Pending& p, const std::string& why, bool routine = false) const;
   void accept_new();
 
   Socket& listener_;

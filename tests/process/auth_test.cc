@@ -99,7 +99,8 @@ TEST(Auth, AnUnexpectedPeerIsRefusedInsideTheHandshake) {
   ScopedEnv secret("KOLO_SECRET", "the-job-secret");
   net::Socket listener = net::Socket::listen("127.0.0.1", 0);
   net::Acceptor acceptor(listener, "test acceptor", seconds(5), [](const net::Hello& hello) {
-    return hello.tag == "w" ? std::string() : "belongs to communicator '" + hello.tag + "'";
+    return net::HelloVerdict{hello.tag == "w" ? std::string()
+                                              : "belongs to communicator '" + hello.tag + "'"};
   });
   std::thread client([&] {
     auto deadline = net::deadline_after(seconds(20));

@@ -147,7 +147,7 @@ void TcpContext::accept_higher(net::Socket& listener, const std::string& tag,
                          kAcceptHandshakeTimeout, [&](const net::Hello& hello) {
                            std::string why = check_hello(hello, tag, claimed);
                            if (why.empty()) claimed[static_cast<size_t>(hello.rank)] = true;
-                           return why;
+                           return net::HelloVerdict{why};
                          });
   for (int connected = 0; connected < size_ - 1 - rank_; ++connected) {
     std::optional<net::Accepted> accepted = acceptor.wait(deadline);
