@@ -50,6 +50,7 @@ Engine::Impl::Impl(std::shared_ptr<Communicator> comm, EngineOptions opts)
   check_settings_agree();
   sets_.push_back(std::make_shared<ProcessSet>(0, world_->split(0, world_->rank()), options_));
   set_ranks_.push_back("all " + std::to_string(world_->size()));
+  removed_.push_back(false);
   start_timeline_everywhere();
   executor_ = std::make_unique<Executor>(options_, &timeline_, &stats_);
   driver_ = std::make_shared<Driver>();
@@ -168,15 +169,7 @@ void check_alltoall_splits(Request& r, int set_size) {
 
 }  // namespace
 
-// The checks that need the set (under mutex_): it exists, alltoall splits and broadcast roots
-// fit its size.
-void Engine::Impl::check_set(int set) {
-  KOLO_CHECK_ARG(set >= 0 && set < static_cast<int>(sets_.size()), "process set ", set,
-                 " does not exist (", sets_.size(), " registered on rank ", world_->rank(), ")");
-  KOLO_CHECK_ARG(sets_[set] != nullptr, "rank ", world_->rank(), " is not a member of process set ",
-                 set, " (ranks ", set_ranks_[set], ")");
-}
-
+// Alltoall splits and broadcast roots fit the set's size (under mutex_).
 void Engine::Impl::check_against_set(Request& r, const Memory& input, int set) {
   const int set_size = sets_[set]->comm ? sets_[set]->comm->size() : world_->size();
   if (r.type == OpType::kAlltoall) check_alltoall_splits(r, set_size);
@@ -402,6 +395,12 @@ void Engine::Impl::defer(std::unique_lock<std::mutex>& lock) {
 void Engine::Impl::take_queue() {
   for (size_t i = 0; i < queued_; ++i) {
     auto& [set, p] = queue_[i];
+    if (!sets_[static_cast<size_t>(set)]) {  // removed by now (remove_process_set)
+      p.state->fail(ErrorCode::kInvalidArgument, removed_text(set));
+      p.state.reset();
+      p.ready.reset();
+      continue;
+    }
     ProcessSet& ps = *sets_[static_cast<size_t>(set)];
     p.seq = ps.submitted++;
     if (p.request.type == OpType::kJoin) {
@@ -441,7 +440,8 @@ bool Engine::Impl::cycle(ProcessSet& set) {
   const size_t cap = set.cache.size();
   // kAllHaveNewSet (world set only): every rank has registered a process set that is not
   // active yet, so all activate it after this same cycle and cycle the sets in lockstep.
-  enum Flag { kNoUncached, kNotJoined, kRunning, kAllHaveNewSet, kFlags };
+  // kAllRemovedOne (world set only): every rank has removed a process set it still cycles.
+  enum Flag { kNoUncached, kNotJoined, kRunning, kAllHaveNewSet, kAllRemovedOne, kFlags };
   std::vector<uint8_t> bits(cap + kFlags, 0);
   bool uncached = false, stopping = false;
   const auto now = std::chrono::steady_clock::now();
@@ -462,6 +462,7 @@ bool Engine::Impl::cycle(ProcessSet& set) {
     stopping = set.id == 0 && stopping_;
     bits[cap + kRunning] = stopping ? 0 : 1;
     bits[cap + kAllHaveNewSet] = set.id == 0 && sets_.size() > active_sets_ ? 1 : 0;
+    bits[cap + kAllRemovedOne] = set.id == 0 && removals_.size() > retired_ ? 1 : 0;
   }
   set.comm->allreduce(bits.data(), bits.data(), bits.size(), DType::kUInt8, ReduceOp::kMin);
   if (!bits[cap + kRunning]) {
@@ -480,6 +481,7 @@ bool Engine::Impl::cycle(ProcessSet& set) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++active_sets_;  // cycled from the next iteration on, on every rank
   }
+  if (bits[cap + kAllRemovedOne]) retire_next_removed();
   const bool someone_joined = !bits[cap + kNotJoined];
   // Cache hits are run from the cache itself (not copied: a step's worth of tensors per cycle);
   // the cache changes only after the run.
@@ -549,37 +551,6 @@ std::vector<Response> Engine::Impl::negotiate(ProcessSet& set, bool joined,
   reply.resize(static_cast<size_t>(reply_size));
   comm.broadcast(reply.data(), reply.size(), DType::kUInt8, 0);
   return decode_responses(reply);
-}
-
-int Engine::Impl::add_process_set(const std::vector<int>& ranks) {
-  check_process();
-  int id;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    id = static_cast<int>(sets_.size());
-  }
-  // Every rank's list is compared before anything is split, and checked after: ranks that pass
-  // different lists, or one that is not a set of this job's ranks, fail the same way everywhere
-  // (splitting by each rank's own list would give each its own set, silently).
-  std::vector<int> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end());
-  const std::string text = "[" + join_text(sorted) + "]";
-  bootstrap::require_same_on_every_rank("the ranks of process set " + std::to_string(id),
-                                        allgather_bytes(*world_, text), world_->rank());
-  const int world = world_->size();
-  KOLO_CHECK_ARG(!sorted.empty(), "add_process_set: a process set needs at least one rank");
-  for (size_t i = 0; i < sorted.size(); ++i) {
-    KOLO_CHECK_ARG(sorted[i] >= 0 && sorted[i] < world, "add_process_set: ", sorted[i],
-                   " is not a rank of this job of ", world, " (ranks ", text, ")");
-    KOLO_CHECK_ARG(i == 0 || sorted[i] != sorted[i - 1], "add_process_set: rank ", sorted[i],
-                   " is given twice (ranks ", text, ")");
-  }
-  const bool member = std::binary_search(sorted.begin(), sorted.end(), world_->rank());
-  auto comm = world_->split(member ? 1 : kUndefinedColor, world_->rank());
-  std::lock_guard<std::mutex> lock(mutex_);
-  sets_.push_back(member ? std::make_shared<ProcessSet>(id, comm, options_, sorted) : nullptr);
-  set_ranks_.push_back(text);
-  return id;
 }
 
 std::string Engine::Impl::next_barrier_name(int set) {

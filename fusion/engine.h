@@ -169,6 +169,11 @@ class Engine {
   // calls it in the same order with the same ranks, or every rank gets kMismatch naming the
   // lists. Returns its id for OpOptions::process_set.
   int add_process_set(const std::vector<int>& ranks);
+  // Removes process set `id` (not 0, the set of all ranks); collective like add_process_set:
+  // every rank removes the same sets in the same order, or every rank gets kMismatch. Ops on it
+  // are refused from now on (kInvalidArgument); at a later cycle, the same on every rank, an op
+  // of the set still pending fails with kInvalidArgument and the set's communicator is freed.
+  void remove_process_set(int id);
 
   void start_timeline(const std::string& path);
   void stop_timeline();

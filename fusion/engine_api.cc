@@ -109,6 +109,10 @@ int Engine::add_process_set(const std::vector<int>& ranks) {
   return impl_->add_process_set(ranks);
 }
 
+void Engine::remove_process_set(int id) {
+  impl_->remove_process_set(id);
+}
+
 void Engine::start_timeline(const std::string& path) {
   impl_->check_process();
   impl_->timeline().start(path, impl_->world().rank());

@@ -38,6 +38,7 @@ class Engine::Impl {
   // state (a grouped allreduce: every member's handle completes at the same instant).
   std::vector<Handle> submit_all(std::vector<Submission> ops, int set, bool one_state);
   int add_process_set(const std::vector<int>& ranks);
+  void remove_process_set(int id);
   // "barrier.<n>": barriers are named by their sequence number in the set, the same on every
   // rank.
   std::string next_barrier_name(int set);
@@ -64,6 +65,11 @@ class Engine::Impl {
   // Parts of submit and submit_all (mutex_ held): the checks that need the set, a name still
   // pending in the set, queueing.
   void check_set(int set);
+  // At the world cycle where every rank has removed one more set (in the same order): fails its
+  // pending ops and frees its communicator.
+  void retire_next_removed();
+  // "process set 3 (ranks [0,2]) was removed (remove_process_set)".
+  std::string removed_text(int set) const;
   void check_against_set(Request& request, const Memory& input, int set);
   // The slot for `name` in the set's names, or kInvalidArgument when its op is still pending.
   std::weak_ptr<Handle::State>& claim_name(const std::string& name, int set);
@@ -125,6 +131,9 @@ class Engine::Impl {
   // cycling it early on one rank would leave its peers in another collective.
   std::vector<std::shared_ptr<ProcessSet>> sets_;
   std::vector<std::string> set_ranks_;  // per set: its world ranks as text, for messages
+  std::vector<bool> removed_;           // per set: remove_process_set was called here
+  std::vector<int> removals_;           // the sets removed here, in call order
+  size_t retired_ = 0;                  // how many of removals_ every rank has retired
   size_t active_sets_ = 1;
   std::map<int, uint64_t> barriers_;  // per set: barriers submitted so far
   bool stopping_ = false, dead_ = false;

@@ -136,6 +136,11 @@ void kolo_handle_free(kolo_handle* handle);
  * ranks (in any order, each once). Ranks that pass different lists all get KOLO_ERR_MISMATCH
  * naming two of them; a rank outside the job or given twice, KOLO_ERR_INVALID_ARGUMENT. */
 kolo_status kolo_add_process_set(const int* ranks, int count, int* process_set);
+/* Removes a process set (not 0), collective like kolo_add_process_set: every rank removes the
+ * same sets in the same order (else KOLO_ERR_MISMATCH on every rank). Later ops on it return
+ * KOLO_ERR_INVALID_ARGUMENT; an op of the set still pending fails with it too, and the set's
+ * communicator (about 1 MiB per set on shared memory) is freed. */
+kolo_status kolo_remove_process_set(int process_set);
 
 /* Timeline (Chrome trace JSON, also KOLO_TIMELINE). */
 kolo_status kolo_timeline_start(const char* path);

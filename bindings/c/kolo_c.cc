@@ -324,6 +324,14 @@ kolo_status kolo_add_process_set(const int* ranks, int count, int* process_set) 
   });
 }
 
+kolo_status kolo_remove_process_set(int process_set) {
+  return guarded([&] {
+    auto e = engine();
+    std::lock_guard<std::mutex> lock(g_direct_mutex);  // collective on the world communicator
+    e->remove_process_set(process_set);
+  });
+}
+
 kolo_status kolo_timeline_start(const char* path) {
   return guarded([&] {
     if (path == nullptr) invalid("the timeline path is null");

@@ -80,6 +80,19 @@ int main(void) {
     failures++;
   printf("bad_args: %s each rank its own set: status %d, \"%s\"\n",
          differ == KOLO_ERR_MISMATCH ? "PASS" : "FAIL", (int)differ, kolo_last_error());
+  expect_invalid(kolo_remove_process_set(0), "remove set 0", "global process set (0) cannot");
+  expect_invalid(kolo_remove_process_set(99), "remove set 99", "process set 99 does not exist");
+  /* A set removed on every rank: its ops are refused, and it cannot be removed twice. */
+  int pair = -1;
+  const int added = kolo_add_process_set(both, 2, &pair) == KOLO_OK;
+  const int removed = added && kolo_remove_process_set(pair) == KOLO_OK;
+  if (!removed) failures++;
+  printf("bad_args: %s add and remove set %d\n", removed ? "PASS" : "FAIL", pair);
+  kolo_options in_pair = kolo_default_options();
+  in_pair.process_set = pair;
+  expect_invalid(kolo_allreduce_async("in_removed", data, data, 2, KOLO_FLOAT32, &in_pair, &h),
+                 "op on a removed set", "was removed (remove_process_set)");
+  expect_invalid(kolo_remove_process_set(pair), "remove it twice", "was removed already");
   /* The handle calls name what is null, so kolo_last_error() is never an earlier call's. */
   expect_invalid(kolo_wait(NULL, 1), "wait on a null handle", "kolo_wait: the handle is null");
   expect_invalid(kolo_poll(NULL), "poll on a null handle", "kolo_poll: the handle is null");

@@ -237,7 +237,14 @@ def test_process_sets():
         hvd.add_process_set(list(mine.ranks))
     with pytest.raises(ValueError, match="global"):
         hvd.remove_process_set(hvd.global_process_set)
+    evens_ranks = list(evens.ranks)
     assert hvd.remove_process_set(evens) and hvd.remove_process_set(odds)
+    # The engine freed both sets; their ranks may form new ones.
+    again = hvd.add_process_set(evens_ranks)
+    if again.included():
+        got = hvd.allreduce(x, op=hvd.Sum, process_set=again).tolist()
+        assert got == [float(sum(evens_ranks))] * 3
+    assert hvd.remove_process_set(again)
     # Each rank registering a set of its own: refused on every rank, nothing registered
     # (the sets of one rank were removed just now).
     with pytest.raises(hvd.HorovodInternalError, match="differs between ranks: rank 0 uses "

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -136,6 +137,61 @@ TEST(Engine, ProcessSetsReduceAmongTheirMembersOnly) {
       }
     }
     eng.allreduce("done", tv, tv).check();  // rank 1 keeps its engine until the set is done
+    return 0;
+  });
+}
+
+// remove_process_set frees a set at the same cycle everywhere: an op of it still pending fails,
+// later ones are refused, removing it twice or removing different sets is refused, and sets
+// added later work (the engine kept every set until shutdown).
+TEST(Engine, ARemovedProcessSetFailsItsPendingOpsAndRefusesNewOnes) {
+  run_thread_ranks(3, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(borrowed(comm), quick_options());
+    const int r = comm.rank();
+    const int evens = eng.add_process_set({0, 2});
+    std::vector<float> v(8, float(r + 1));
+    TensorView tv{v.data(), DType::kFloat32, {8}};
+    OpOptions in_set;
+    in_set.process_set = evens;
+    std::optional<Handle> waiting;
+    if (r == 0) waiting = eng.allreduce("only_rank0", tv, tv, in_set);  // rank 2 never sends it
+    const int all = eng.add_process_set({0, 1, 2});
+    const std::string mismatch =
+        error_of([&] { eng.remove_process_set(r == 2 ? all : evens); }, ErrorCode::kMismatch);
+    EXPECT_NE(mismatch.find("the process set removed differs between ranks: rank 0 uses 1, "
+                            "rank 2 uses 2"),
+              std::string::npos)
+        << mismatch;
+    EXPECT_NE(error_of([&] { eng.remove_process_set(0); }, ErrorCode::kInvalidArgument)
+                  .find("the global process set (0) cannot be removed"),
+              std::string::npos);
+    eng.remove_process_set(evens);
+    if (waiting) {
+      const std::string m = error_of([&] { waiting->check(); }, ErrorCode::kInvalidArgument);
+      EXPECT_NE(m.find("process set 1 (ranks [0, 2]) was removed (remove_process_set) while the "
+                       "op was pending"),
+                std::string::npos)
+          << m;
+    }
+    if (r != 1) {
+      const std::string m =
+          error_of([&] { eng.allreduce("later", tv, tv, in_set); }, ErrorCode::kInvalidArgument);
+      EXPECT_NE(m.find("process set 1 (ranks [0, 2]) was removed"), std::string::npos) << m;
+    }
+    EXPECT_NE(error_of([&] { eng.remove_process_set(evens); }, ErrorCode::kInvalidArgument)
+                  .find("was removed already"),
+              std::string::npos);
+    const int odds = eng.add_process_set({1, 2});
+    EXPECT_EQ(odds, 3);
+    std::vector<float> w(8, float(r + 1));
+    TensorView tw{w.data(), DType::kFloat32, {8}};
+    in_set.process_set = odds;
+    if (r != 0) {
+      eng.allreduce("odds", tw, tw, in_set).check();
+      EXPECT_EQ(w[7], 5.0f);  // ranks 1 and 2 contribute 2 and 3
+    }
+    eng.remove_process_set(all);
+    eng.allreduce("done", tw, tw).check();
     return 0;
   });
 }

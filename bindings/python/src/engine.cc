@@ -230,6 +230,14 @@ void bind_engine(py::module_& m) {
           },
           py::arg("ranks"), "Collective, in the same order on every rank; returns the set's id.")
       .def(
+          "remove_process_set",
+          [](PyEngine& e, int id) {
+            auto engine = e.get();
+            py::gil_scoped_release release;  // collective
+            engine->remove_process_set(id);
+          },
+          py::arg("id"), "Collective, in the same order on every rank; frees the set.")
+      .def(
           "start_timeline",
           [](PyEngine& e, const std::string& path) {
             auto engine = e.get();

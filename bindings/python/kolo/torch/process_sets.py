@@ -110,11 +110,13 @@ def add_process_set(process_set):
 
 
 def remove_process_set(process_set):
-    """Retires a process set: later ops on it raise ValueError. Returns True. The global set
-    cannot be removed. kolo's engine keeps the set's communicator until shutdown()."""
+    """Removes a process set: collective, every rank removes the same sets in the same order.
+    Later ops on it raise ValueError, and the engine frees its communicator. Returns True. The
+    global set cannot be removed."""
     set_id = _id_of(process_set)
     if set_id == 0:
         raise ValueError("the global process set cannot be removed")
+    basics._engine().remove_process_set(set_id)
     del _registered[set_id]
     process_set._invalidate()
     return True
