@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "comm/base/error.h"
+#include "trainer/checkpoint/index_check.h"
 
 namespace train_bert {
 
@@ -96,12 +97,13 @@ std::vector<std::pair<std::string, nlohmann::json>> data_order(const kt::TrainCo
 void check_resume_settings(const std::string& folder, const nlohmann::json& index,
                            const kt::TrainConfig& config, const std::string& phase) {
   const std::string index_path = folder + "/index.json";
-  // What the index's config gives, read like the user's own config: its errors name the index.
+  // What the index's config gives, read like the user's own config: its errors name the index
+  // (the config itself was checked with the index, as every kolo_ckpt command checks it; its
+  // kolo.* keys are train_bert's and read here).
+  const kt::TrainConfig saved_config = kt::checkpoint_config(index, index_path);
   kt::BertConfig saved_model;
   std::vector<std::pair<std::string, nlohmann::json>> saved;
   try {
-    const kt::TrainConfig saved_config = kt::parse_train_config(
-        index.at("config"), static_cast<int>(index.at("world_size").get<int64_t>()), false);
     saved_model = model_config(saved_config);
     saved = data_order(saved_config, phase);
   } catch (const kolo::Error& e) {

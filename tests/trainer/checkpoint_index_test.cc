@@ -56,7 +56,7 @@ json valid_index() {
              {{"sha256", sum}, {"bytes", 300}, {"rank", 0}, {"begin", 0}, {"end", 20}}},
             {"rank-00001-of-00002.safetensors",
              {{"sha256", sum}, {"bytes", 300}, {"rank", 1}, {"begin", 20}, {"end", 40}}}}},
-          {"config", json::object()}};
+          {"config", {{"train_batch_size", 16}}}};
 }
 
 std::string refusal(const std::function<void(json&)>& damage) {
@@ -116,6 +116,14 @@ TEST(CheckpointIndex, EachDamageIsRefusedNamingTheKey) {
       {[](json& i) { i["step"] = int64_t{1} << 62; },
        ": step: 4611686018427387904 is out of range"},
       {[](json& i) { i.erase("config"); }, "config: missing"},
+      // The stored config is parsed as a resume parses it (before, kolo_ckpt verify passed a
+      // config that --resume refused).
+      {[](json& i) { i["config"]["train_batch_size"] = "16"; },
+       "ck/index.json: config: train_batch_size: expected an integer"},
+      {[](json& i) {
+         i["config"]["fp16"] = {{"hysteresis", 0}};
+       },
+       "ck/index.json: config: fp16.hysteresis: 0 is out of range"},
       {[](json& i) { i["total"] = -1; }, "total: -1 is out of range"},
       {[](json& i) { i["layout"][1]["offset"] = 35; }, "layout[1].offset: 35 (24 elements)"},
       {[](json& i) { i["layout"][1]["offset"] = 5; }, "layout[1].offset: 5 (24 elements) overlaps"},

@@ -3,11 +3,14 @@
 // folder is gone or incomplete, and leaves no hidden folder behind; what a save that died in
 // that replacement leaves is loaded from and put back by the next save; and a damaged shard
 // that only one rank reads is reported on every rank, naming the file (before: the other
-// ranks only saw a lost peer).
+// ranks only saw a lost peer); a failed save names the rank and the file on every rank; a
+// shard's master weights or optimizer states that are not finite, and a model file in another
+// dtype than the index's, are refused naming the file and tensor.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -17,10 +20,13 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/base/error.h"
+#include "tests/unit/expect_error.h"
 #include "tests/unit/thread_ranks.h"
 #include "trainer/checkpoint/checkpoint.h"
 #include "trainer/config/train_config.h"
 #include "trainer/dist/data_parallel.h"
+#include "trainer/io/sha256.h"
+#include "trainer/io/tensor_io.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
 #include "trainer/model/mlp.h"
 #include "trainer/train/train_step.h"
@@ -30,6 +36,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using kolo::testing::borrowed;
+using kolo::testing::error_of;
 using kolo::testing::run_thread_ranks;
 
 const nlohmann::json kConfig = {{"train_batch_size", 4}, {"zero_optimization", {{"stage", 1}}}};
@@ -194,7 +201,146 @@ TEST(CheckpointSave, ADamagedShardIsNamedOnEveryRank) {
   const std::string named = shard.string() + " has ";
   EXPECT_NE(messages[0].find("failed on rank 1: checkpoint file " + named), std::string::npos)
       << messages[0];
-  EXPECT_NE(messages[1].find("failed: checkpoint file " + named), std::string::npos) << messages[1];
+  EXPECT_EQ(messages[1], messages[0]);
+}
+
+// A save that fails on one rank names, on every rank alike, that rank and the file it failed
+// to write (before, each rank named its own shard: rank 0 "writing rank-00000... failed on rank
+// 1" for rank 1's model.safetensors). The ranks are given different folders, as a launch with a
+// per-host --save could: rank 1's has no partial step folder, so its shard cannot be written;
+// then it has one where model.safetensors is a folder, so its shard is written and the model
+// file is not.
+TEST(CheckpointSave, ASaveFailureNamesTheRankAndTheFileOnEveryRank) {
+  TempDir dir;
+  const fs::path mine = dir.path / "rank0", theirs = dir.path / "rank1";
+  fs::create_directories(theirs);
+  auto save_apart = [&] {
+    return run_thread_ranks(2, TransportKind::kShm, [&](Communicator& c) {
+      Trainer t(c);
+      try {
+        save_checkpoint((c.rank() == 0 ? mine : theirs).string(), t.model, t.step, t.parallel,
+                        {"train", 1, 1, 0, 1}, kConfig);
+      } catch (const Error& e) {
+        return std::string(e.what());
+      }
+      return std::string();
+    });
+  };
+  const std::string step = (theirs / "step-000001").string();
+  auto messages = save_apart();
+  EXPECT_NE(messages[0].find("checkpoint " + step +
+                             " failed on rank 1: writing rank-00001-of-00002.safetensors: "),
+            std::string::npos)
+      << messages[0];
+  EXPECT_EQ(messages[1], messages[0]);
+
+  fs::create_directories(theirs / ".step-000001.partial" / "model.safetensors");
+  messages = save_apart();
+  EXPECT_NE(
+      messages[0].find("checkpoint " + step + " failed on rank 1: writing model.safetensors: "),
+      std::string::npos)
+      << messages[0];
+  EXPECT_EQ(messages[0].find("rank-00000"), std::string::npos) << messages[0];
+  EXPECT_EQ(messages[1], messages[0]);
+  EXPECT_FALSE(fs::exists(mine / "latest"));
+  EXPECT_FALSE(fs::exists(mine / ".step-000001.partial")) << "removed by rank 0";
+}
+
+// A fresh run into a folder that holds checkpoints would replace them: checkpoint_entry() says
+// what is there ("latest" first), and "" for a folder without any or none at all.
+TEST(CheckpointSave, CheckpointEntryNamesWhatAFreshRunWouldReplace) {
+  TempDir dir;
+  EXPECT_EQ(checkpoint_entry((dir.path / "absent").string()), "");
+  fs::create_directories(dir.path / "other");
+  EXPECT_EQ(checkpoint_entry(dir.path.string()), "");
+  save_with(dir.path, 1.0f, 3);
+  save_with(dir.path, 1.0f, 2);
+  EXPECT_EQ(checkpoint_entry(dir.path.string()), "latest");
+  fs::remove(dir.path / "latest");
+  EXPECT_EQ(checkpoint_entry(dir.path.string()), "step-000002");
+}
+
+// Saves step 1 on one rank with one value of `buffer` ("master" or an optimizer state) of the
+// second tensor made NaN; returns the folder and the tensor's name.
+std::pair<fs::path, std::string> save_with_nan(const fs::path& dir, const std::string& buffer) {
+  std::string name;
+  run_thread_ranks(1, TransportKind::kShm, [&](Communicator& c) {
+    Trainer t(c);
+    name = t.model.layout().params()[1].name;
+    t.fill_master(1.0f);
+    float* data = t.step.master();
+    for (const OptimizerStateBuffer& s : t.step.optimizer().state())
+      if (s.name == buffer) data = s.data->data();
+    data[t.model.layout().params()[1].offset + 2] = std::nanf("");
+    save_checkpoint(dir.string(), t.model, t.step, t.parallel, {"train", 1, 1, 0, 1}, kConfig);
+    return 0;
+  });
+  return {dir / "step-000001", name};
+}
+
+// Master weights and optimizer states a resume (or an export) continues from are refused when
+// not finite, naming the shard and the tensor, as model.safetensors' weights are (before, a
+// NaN in a shard was loaded, trained on and saved again).
+TEST(CheckpointSave, ANonFiniteMasterOrStateIsRefusedNamingTheShardAndTensor) {
+  TempDir dir;
+  const auto [folder, name] = save_with_nan(dir.path, "exp_avg_sq");
+  const std::string shard = (folder / "rank-00000-of-00001.safetensors").string();
+  const std::string refused = error_of(
+      [&] {
+        run_thread_ranks(1, TransportKind::kShm, [&](Communicator& c) {
+          Trainer t(c);
+          load_checkpoint(folder.string(), t.model, t.step, t.parallel);
+          return 0;
+        });
+      },
+      ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.find(shard + ": tensor '" + name + ".exp_avg_sq[0:"), std::string::npos)
+      << refused;
+  EXPECT_NE(refused.find("' holds 1 of "), std::string::npos) << refused;
+  EXPECT_NE(refused.find(" values that are inf or NaN as float32"), std::string::npos) << refused;
+
+  // The master, read as an export reads it.
+  TempDir other;
+  const fs::path masters = save_with_nan(other.path, "master").first;
+  const nlohmann::json index = read_checkpoint_index(masters.string());
+  std::vector<float> out(index.at("total").get<size_t>());
+  const std::string exported = error_of(
+      [&] {
+        read_checkpoint_range(masters.string(), index, {{"master", out.data()}}, 0, out.size());
+      },
+      ErrorCode::kInvalidArgument);
+  EXPECT_NE(exported.find((masters / "rank-00000-of-00001.safetensors").string() + ": tensor '" +
+                          name + ".master[0:"),
+            std::string::npos)
+      << exported;
+}
+
+// A model.safetensors whose tensors are not in the index's dtype (re-hashed into the index) is
+// refused naming the file, the tensor and both dtypes (before, its bytes loaded converted from
+// the other dtype without a word).
+TEST(CheckpointSave, AModelFileInAnotherDtypeThanTheIndexIsRefused) {
+  TempDir dir;
+  save_with(dir.path, 1.0f, 1);
+  const fs::path folder = dir.path / "step-000001";
+  const std::string model = (folder / "model.safetensors").string();
+  nlohmann::json index;
+  run_thread_ranks(1, TransportKind::kShm, [&](Communicator& c) {
+    Trainer t(c);
+    std::vector<float> zeros(t.model.layout().total(), 0.0f);
+    save_layout_as(model, t.model.layout(), zeros.data(), DType::kFloat32, DType::kFloat16);
+    return 0;
+  });
+  std::ifstream in(folder / "index.json");
+  index = nlohmann::json::parse(in);
+  index["files"]["model.safetensors"]["sha256"] = sha256_file(model);
+  index["files"]["model.safetensors"]["bytes"] = fs::file_size(model);
+  std::ofstream(folder / "index.json") << index.dump(1);
+  const std::string refused =
+      error_of([&] { verified_file(folder.string(), index, "model.safetensors"); },
+               ErrorCode::kInvalidArgument);
+  EXPECT_NE(refused.find("checkpoint file " + model + ": tensor '"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("' is float16, the index's dtype is float32"), std::string::npos)
+      << refused;
 }
 
 }  // namespace

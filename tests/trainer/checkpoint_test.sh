@@ -16,9 +16,12 @@
 #   - a resumed run that saves an existing step again replaces it, leaving nothing hidden;
 #   - exports into the save folder (another step, latest) or over a FIFO or device node, an empty
 #     path, --dtype int8, an empty --resume or --save, another attention-head count and an
-#     uncreatable --save folder are refused; a static fp16.loss_scale wins over the checkpoint's;
+#     uncreatable --save folder are refused; so are a fresh run into a folder holding
+#     checkpoints and (by kolo_ckpt verify) a wrong-typed stored config; a static
+#     fp16.loss_scale wins over the checkpoint's;
 #   - every rank killed while the step-12 folder is being written: latest still loads;
-#   - a disk that fills during a save (a 90 MiB tmpfs, as root): an error on every rank,
+#   - a disk that fills during a save (a 90 MiB tmpfs, as root): the same error on every rank,
+#     naming the rank and the file that failed,
 #     `latest` still names the previous, loadable checkpoint, and no partial folder is left.
 # Usage: checkpoint_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
@@ -151,10 +154,18 @@ for r in 0 1; do
   pids+=($!)
 done
 for p in "${pids[@]}"; do if wait "$p"; then exit 1; fi; done
-grep -q "loading checkpoint .* failed: checkpoint file .*rank-00000-of-00002.safetensors has 1000 bytes" \
-  "$out/bad2_0.log"
-grep -q "loading checkpoint .* failed on rank 0: checkpoint file .*rank-00000-of-00002.safetensors has 1000 bytes" \
-  "$out/bad2_1.log"
+for r in 0 1; do
+  grep -q "loading checkpoint .* failed on rank 0: checkpoint file .*rank-00000-of-00002.safetensors has 1000 bytes" \
+    "$out/bad2_$r.log"
+done
+# The stored config is checked with the index by every kolo_ckpt command, as --resume checks it
+# (before, verify said "verified" for a config that --resume refused).
+cp -r "$out/a/step-000012" "$out/cfg"
+/usr/bin/python3 -c 'import json, sys; p = sys.argv[1]; i = json.load(open(p)); i["config"]["train_batch_size"] = "32"; json.dump(i, open(p, "w"))' \
+  "$out/cfg/index.json"
+if "$ckpt" verify "$out/cfg" 2>"$out/cfg.log"; then exit 1; fi
+grep -q "$out/cfg/index.json: config: train_batch_size: expected an integer" "$out/cfg.log" ||
+  { cat "$out/cfg.log"; exit 1; }
 # A resume continues at the checkpoint's step of its epoch, so what fixes the order of the
 # samples must be the checkpoint's: another global batch or seed is refused naming the setting
 # and both values (before: samples skipped or repeated silently). Another accumulation with the
@@ -221,6 +232,23 @@ grep -q "resume: kolo.model num_attention_heads 4 differs from the checkpoint's 
 "${run[@]}" --resume "$out/a/step-000006" --set fp16.loss_scale=128 --set kolo.finetune.max_steps=7 \
   >"$out/static.log" 2>&1
 grep -q "step 7/7 .*scale 128" "$out/static.log" || { cat "$out/static.log"; exit 1; }
+# A fresh run (no --resume) into a folder that holds checkpoints is refused on every rank
+# before training, and the folder is left as it was (before, it replaced the earlier run's step
+# folders one save at a time and moved `latest` back).
+cp "$out/a/latest" "$out/latest.before"
+port=$((20000 + RANDOM % 20000))
+pids=()
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port KOLO_SECRET=ckpt \
+    "${run[@]:3}" --save "$out/a" --save-every 6 >"$out/fresh$r.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do if wait "$p"; then exit 1; fi; done
+for r in 0 1; do
+  grep -q "\-\-save $out/a already holds checkpoints (latest) that a fresh run would replace; pass --resume $out/a to continue that run, or choose another --save folder" \
+    "$out/fresh$r.log" || { cat "$out/fresh$r.log"; exit 1; }
+done
+cmp "$out/latest.before" "$out/a/latest"
 # A save folder that cannot be created is an error naming --save on every rank (before: a raw
 # filesystem error on rank 0, "lost rank 0" on the other).
 touch "$out/plainfile"
@@ -242,7 +270,13 @@ if [ "$(id -u)" = 0 ]; then
     pids+=($!)
   done
   for p in "${pids[@]}"; do if wait "$p"; then exit 1; fi; done
-  for r in 0 1; do grep -q "checkpoint .*step-000012.*failed" "$out/full$r.log"; done
+  # Every rank gives the same message: the rank that failed and the file it was writing (before,
+  # each rank named its own shard).
+  for r in 0 1; do
+    grep -o "checkpoint .*step-000012 failed on rank [01]: writing [a-z0-9.-]*safetensors: .*No space left on device" \
+      "$out/full$r.log" >"$out/full$r.msg" || { cat "$out/full$r.log"; exit 1; }
+  done
+  cmp "$out/full0.msg" "$out/full1.msg"
   test "$(cat "$out/full/c/latest")" = step-000006
   # The failed save's partial folder is gone (it was left behind, empty).
   test ! -e "$out/full/c/.step-000012.partial" || { ls -a "$out/full/c"; exit 1; }

@@ -1,8 +1,10 @@
 // kolo_ckpt: a kolo training checkpoint in plain words, its integrity, and a consolidated
 // Hugging Face-named safetensors for inference.
 //   kolo_ckpt info   DIR|STEP_FOLDER          what the index says
-//   kolo_ckpt verify DIR|STEP_FOLDER          sizes and SHA-256 of every file (exit 1 naming
-//                                             the first that fails)
+//   kolo_ckpt verify DIR|STEP_FOLDER          sizes and SHA-256 of every file and the model
+//                                             file's dtype (exit 1 naming the first that
+//                                             fails); like every command, after the index
+//                                             and its stored config are checked
 //   kolo_ckpt export DIR|STEP_FOLDER OUT.safetensors [--dtype float32|float16|bfloat16]
 //                                             the fp32 master weights of every shard, whole,
 //                                             under their Hugging Face names (converted to

@@ -23,6 +23,7 @@
 #include "trainer/io/json_text.h"
 #include "trainer/io/safetensors.h"
 #include "trainer/io/sha256.h"
+#include "trainer/io/tensor_io.h"
 
 // Like KOLO_CHECK_ARG with the error code given (kIo for files, kInvalidArgument for content).
 #define CHECK_OR_THROW(cond, code, ...)         \
@@ -77,10 +78,11 @@ int first_failed(Communicator& comm, bool ok) {
 }
 
 // Runs `work` on this rank; then every rank learns whether all succeeded. A failure anywhere
-// throws on every rank with the error code of the lowest failing rank: a rank that failed with
-// its own message, the others with that rank's ("<what> failed on rank 1: checkpoint file ...
+// throws on every rank the same error: the lowest failing rank's code, `what` (its folder, where
+// ranks were given different ones) and message ("<what> failed on rank 1: checkpoint file ...
 // has 3000 bytes, the index says 4000"), carried in one broadcast, so that each rank's error
-// names the file at fault and not only a lost peer.
+// names the file at fault and the rank, not only a lost peer. A work that writes several files
+// names the one that failed in its error (writing()).
 template <typename Work>
 void collectively(Communicator& comm, const std::string& what, Work&& work) {
   bool ok = true;
@@ -98,20 +100,33 @@ void collectively(Communicator& comm, const std::string& what, Work&& work) {
   }
   const int failed = first_failed(comm, ok);
   if (failed < 0) return;
-  // The failing rank's code, then its message cut to the block (ends with a NUL).
-  constexpr size_t kBlock = 2048;
+  // The failing rank's code, then "<what> failed on rank N: <error>" cut to the block (ends
+  // with a NUL).
+  constexpr size_t kBlock = 4096;
   std::vector<char> block(kBlock, 0);
   if (comm.rank() == failed) {
     const int32_t c = static_cast<int32_t>(code);
     std::memcpy(block.data(), &c, sizeof c);
-    error.copy(block.data() + sizeof c, kBlock - sizeof c - 1);
+    const std::string message = what + " failed on rank " + std::to_string(failed) + ": " + error;
+    message.copy(block.data() + sizeof c, kBlock - sizeof c - 1);
   }
   comm.broadcast(block.data(), kBlock, DType::kUInt8, failed);
-  if (!ok) KOLO_THROW(code, what, " failed: ", error);
   int32_t c = 0;
   std::memcpy(&c, block.data(), sizeof c);
-  KOLO_THROW(static_cast<ErrorCode>(c), what, " failed on rank ", failed, ": ",
-             std::string(block.data() + sizeof c));
+  KOLO_THROW(static_cast<ErrorCode>(c), std::string(block.data() + sizeof c));
+}
+
+// Runs `write`, naming `file` in what it throws: the work of one collectively() writes several
+// files, and the other ranks learn which one failed from this message.
+template <typename Write>
+void writing(const std::string& file, Write&& write) {
+  try {
+    write();
+  } catch (const Error& e) {
+    KOLO_THROW(e.code(), "writing ", file, ": ", e.message());
+  } catch (const std::exception& e) {
+    KOLO_THROW(ErrorCode::kIo, "writing ", file, ": ", e.what());
+  }
 }
 
 // The hidden names of a step folder while it is written (".step-000100.partial") and, for an
@@ -178,7 +193,7 @@ void publish(const fs::path& dir, const std::string& step) {
     fs::rename(tmp, final_dir);
   }
   sync_folder(dir.string());
-  write_text_atomic((dir / "latest").string(), step + "\n");
+  writing("latest", [&] { write_text_atomic((dir / "latest").string(), step + "\n"); });
   fs::remove_all(aside);
 }
 
@@ -260,13 +275,15 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
   const std::string model_path = (fs::path(tmp_dir) / "model.safetensors").string();
   parallel.gather_all_params();
   std::string digest(128, '0');
-  collectively(comm, "checkpoint " + final_dir + ": writing " + shard, [&] {
+  collectively(comm, "checkpoint " + final_dir, [&] {
     const std::string path = (fs::path(tmp_dir) / shard).string();
     std::string sum;
-    write_safetensors(path, pieces, {{"format", kFormat}, {"rank", std::to_string(rank)}}, &sum);
+    writing(shard, [&] {
+      write_safetensors(path, pieces, {{"format", kFormat}, {"rank", std::to_string(rank)}}, &sum);
+    });
     digest.replace(0, 64, sum);
     if (rank != world - 1) return;
-    model.save(model_path, {{"format", "pt"}}, &sum);
+    writing("model.safetensors", [&] { model.save(model_path, {{"format", "pt"}}, &sum); });
     digest.replace(64, 64, sum);
   });
   parallel.release_params();
@@ -318,7 +335,8 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
         {"layout", layout_json(layout)},
         {"files", files},
         {"config", config}};
-    write_text_atomic((fs::path(tmp_dir) / "index.json").string(), index.dump(1));
+    writing("index.json",
+            [&] { write_text_atomic((fs::path(tmp_dir) / "index.json").string(), index.dump(1)); });
     publish(dir, name);
     if (keep <= 0) return;
     // The newest `keep` up to this one. Steps after it are an earlier run's that went further
@@ -333,6 +351,17 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
       fs::remove_all(fs::path(dir) / steps[i]);
   });
   return final_dir;
+}
+
+std::string checkpoint_entry(const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(fs::path(dir) / "latest", ec))) return "latest";
+  std::string first;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string n = entry.path().filename().string();
+    if (n.rfind("step-", 0) == 0 && (first.empty() || n < first)) first = n;
+  }
+  return first;
 }
 
 nlohmann::json read_checkpoint_index(const std::string& folder) {
@@ -407,6 +436,16 @@ std::string verified_file(const std::string& folder, const nlohmann::json& index
   CHECK_OR_THROW(sum == listed, ErrorCode::kIo, "checkpoint file ", path,
                  " fails its SHA-256 check (", sum, ", the index says ",
                  entry.at("sha256").get<std::string>(), ")");
+  // The model file is stored in the index's dtype; one in another would load converted from
+  // it (a re-hashed bf16 file read as the run's fp16 would not even be noticed as a change).
+  if (file == "model.safetensors") {
+    const std::string dtype = index.at("dtype").get<std::string>();
+    const SafetensorsFile header = SafetensorsFile::header_only(path);
+    for (const SafetensorsFile::Entry& e : header.tensors())
+      CHECK_OR_THROW(dtype_name(e.dtype) == dtype, ErrorCode::kInvalidArgument, "checkpoint file ",
+                     path, ": tensor '", e.name, "' is ", dtype_name(e.dtype),
+                     ", the index's dtype is ", dtype);
+  }
   return path;
 }
 
@@ -453,6 +492,9 @@ void read_checkpoint_range(const std::string& folder, const nlohmann::json& inde
                          " failed");
           done += static_cast<size_t>(got);
         }
+        // What training continues from (or an export writes): refused like a weights file's
+        // values that are not finite, naming the shard and the piece.
+        check_finite(path, e.name, dst, DType::kFloat32, b - a);
       }
   }
 }

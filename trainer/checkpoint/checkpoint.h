@@ -38,8 +38,9 @@ struct TrainPosition {
 // Collective over the data-parallel ranks. Writes DIR/step-<global_step>/ and then DIR/latest;
 // `keep` > 0 removes older step folders beyond the newest `keep` once the new one is complete.
 // First removes what a save that was killed left in DIR (and puts back a step folder it had
-// set aside). Any rank's failure (a full disk, a permission) is an error on every rank, each
-// naming the failing rank's message, and DIR/latest still names the previous checkpoint.
+// set aside). Any rank's failure (a full disk, a permission) is the same error on every rank,
+// naming the rank, the file it failed to write and why ("checkpoint DIR/step-000012 failed on
+// rank 1: writing model.safetensors: ..."), and DIR/latest still names the previous checkpoint.
 // Returns the folder written.
 std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& step,
                             DataParallel& parallel, const TrainPosition& position,
@@ -58,19 +59,25 @@ std::string resolve_checkpoint(const std::string& path);
 TrainPosition load_checkpoint(const std::string& folder, Model& model, TrainStep& step,
                               DataParallel& parallel);
 
-// The path of `file` in `folder` after its size and SHA-256 agree with the index; throws
-// naming the file and what failed.
+// The path of `file` in `folder` after its size and SHA-256 agree with the index (and for
+// model.safetensors, each tensor's dtype with the index's dtype); throws naming the file and
+// what failed.
 std::string verified_file(const std::string& folder, const nlohmann::json& index,
                           const std::string& file);
 // Elements [begin, end) of flat buffers ("master", "exp_avg", ...) into out[0, end - begin),
 // read from whichever shards hold them (each verified once). Padding between tensors is left
-// as it is.
+// as it is. A value that is inf or NaN is refused naming the shard and the tensor.
 struct RangeOut {
   std::string kind;
   float* out;
 };
 void read_checkpoint_range(const std::string& folder, const nlohmann::json& index,
                            const std::vector<RangeOut>& outs, size_t begin, size_t end);
+
+// An entry of `dir` that belongs to checkpoints ("latest" first, else the first "step-NNNNNN"
+// folder by name), or "" when it holds none or does not exist: what a fresh run saving into
+// `dir` would replace one save at a time.
+std::string checkpoint_entry(const std::string& dir);
 
 // The index of a step folder, parsed and checked for its format.
 nlohmann::json read_checkpoint_index(const std::string& folder);

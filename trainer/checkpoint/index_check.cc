@@ -178,6 +178,18 @@ void check_checkpoint_index(const nlohmann::json& index, const std::string& path
   } catch (const Error& e) {
     KOLO_THROW(ErrorCode::kInvalidArgument, path, ": ", e.message());
   }
+  checkpoint_config(index, path);  // after world_size and config were checked above
+}
+
+TrainConfig checkpoint_config(const nlohmann::json& index, const std::string& path) {
+  try {
+    return parse_train_config(index.at("config"),
+                              static_cast<int>(index.at("world_size").get<int64_t>()), false);
+  } catch (const Error& e) {
+    KOLO_THROW(ErrorCode::kInvalidArgument, path, ": config: ", e.message());
+  } catch (const std::exception& e) {
+    KOLO_THROW(ErrorCode::kInvalidArgument, path, ": config: ", e.what());
+  }
 }
 
 }  // namespace kolo::trainer

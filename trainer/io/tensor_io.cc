@@ -33,6 +33,13 @@ size_t count_nonfinite(const uint8_t* data, DType dtype, size_t n) {
 
 }  // namespace
 
+void check_finite(const std::string& file, const std::string& tensor, const void* data, DType dtype,
+                  size_t n) {
+  const size_t bad = count_nonfinite(static_cast<const uint8_t*>(data), dtype, n);
+  KOLO_CHECK_ARG(bad == 0, file, ": tensor '", tensor, "' holds ", bad, " of ", n,
+                 " values that are inf or NaN as ", dtype_name(dtype));
+}
+
 void save_layout(const std::string& path, const ParamLayout& layout, const void* data, DType dtype,
                  const std::map<std::string, std::string>& metadata, std::string* sha256) {
   save_layout_as(path, layout, data, dtype, dtype, metadata, sha256);
@@ -76,9 +83,7 @@ LoadReport load_layout(const std::string& path, const ParamLayout& layout, void*
     kolo::convert(into, dtype, e->data, e->dtype, p.numel);
     // Weights that are not finite (a diverged run's, or values past the model's dtype) would
     // make every step overflow.
-    const size_t bad = count_nonfinite(into, dtype, p.numel);
-    KOLO_CHECK_ARG(bad == 0, path, ": tensor '", p.name, "' holds ", bad, " of ", p.numel,
-                   " values that are inf or NaN as ", dtype_name(dtype));
+    check_finite(path, p.name, into, dtype, p.numel);
     report.loaded.push_back(p.name);
   }
   for (const SafetensorsFile::Entry& e : file.tensors()) {

@@ -24,6 +24,12 @@ void save_layout_as(const std::string& path, const ParamLayout& layout, const vo
                     const std::map<std::string, std::string>& metadata = {},
                     std::string* sha256 = nullptr);
 
+// Refuses, naming the file, the tensor and the count, `n` values of `dtype` at `data` that hold
+// an inf or a NaN (kolo::Error kInvalidArgument "<file>: tensor '<tensor>' holds 3 of 128 values
+// that are inf or NaN as float16"): weights or optimizer states a run would continue from.
+void check_finite(const std::string& file, const std::string& tensor, const void* data, DType dtype,
+                  size_t n);
+
 struct LoadReport {
   std::vector<std::string> loaded;      // layout tensors found in the file
   std::vector<std::string> missing;     // layout tensors absent from the file (left untouched)
