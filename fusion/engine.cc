@@ -419,15 +419,20 @@ void Engine::Impl::fail_everything(ErrorCode code, const std::string& why) {
   dead_ = true;
   death_code_ = code;
   death_ = why;
+  // Each op's error names it: `why` often names the engine's own collective (a negotiation's
+  // "allreduce of 4 B" while the application waited for an allgather).
+  auto of = [&](const Request& r) {
+    return std::string(op_type_name(r.type)) + " '" + r.name + "' was pending: " + why;
+  };
   for (auto& set : sets_) {
     if (!set) continue;
-    for (auto& [name, p] : set->pending) p.state->fail(code, why);
+    for (auto& [name, p] : set->pending) p.state->fail(code, of(p.request));
     set->pending.clear();
-    if (set->join_state) set->join_state->fail(code, why);
+    if (set->join_state) set->join_state->fail(code, "a join was pending: " + why);
   }
   for (size_t i = 0; i < queued_; ++i) {
     Pending& p = queue_[i].second;
-    p.state->fail(code, why);
+    p.state->fail(code, of(p.request));
     p.state.reset();
     p.ready.reset();
   }
