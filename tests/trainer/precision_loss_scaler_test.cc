@@ -202,7 +202,7 @@ TEST(LossScaler, RestoreRoundTrip) {
   EXPECT_EQ(a.hysteresis_left(), b.hysteresis_left());
 }
 
-// A resume: the config's settings win where they are fixed by it (docs/trainer.md).
+// A resume: the config's settings win where they are fixed by it (docs/checkpoints.md).
 TEST(LossScaler, ResumeKeepsWhatTheConfigFixes) {
   // Same precision, dynamic: the state carries over exactly.
   DynamicLossScaler same(options(2, 5));
