@@ -38,6 +38,19 @@ trap 'echo "checkpoint_test: failed at line $LINENO"' ERR
 run=("$build/tools/kolorun" -np 2 "$build/examples/train_bert" --phase finetune
   --set kolo.finetune.max_steps=12 --set kolo.finetune.evaluate=false --set steps_per_print=1)
 ckpt=$build/tools/kolo_ckpt
+# Starts the two ranks torchrun-style with "$@" after the program, so that each prints its own
+# error (a launcher stops the others as soon as one fails); rank r's output in $out/$1$r.log.
+# The test fails if either rank succeeds.
+both_ranks_fail() {
+  local name=$1 port=$((20000 + RANDOM % 20000)) pids=() r p
+  shift
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port KOLO_SECRET=ckpt \
+      "${run[@]:3}" "$@" >"$out/$name$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do if wait "$p"; then exit 1; fi; done
+}
 # Runs the 12 steps saving into $1 every 6 and kills every rank (SIGKILL) once path $2 exists.
 kill_when() {
   "${run[@]}" --save "$1" --save-every 6 >"$1.log" 2>&1 &
@@ -143,17 +156,9 @@ cp -r "$out/a/step-000012" "$out/bad2"
 truncate -s 1000 "$out/bad2/rank-00000-of-00002.safetensors"
 if "${run[@]}" --resume "$out/bad2" >"$out/bad2.log" 2>&1; then exit 1; fi
 grep -q "rank-00000-of-00002.safetensors has 1000 bytes, the index says" "$out/bad2.log"
-# Ranks started torchrun-style, so that each prints its own error (a launcher stops the others
-# as soon as one fails): the rank that reads the truncated shard names it, and so does the
-# other, which does not read it (before: "lost rank 0").
-port=$((20000 + RANDOM % 20000))
-pids=()
-for r in 0 1; do
-  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port KOLO_SECRET=ckpt \
-    "${run[@]:3}" --resume "$out/bad2" >"$out/bad2_$r.log" 2>&1 &
-  pids+=($!)
-done
-for p in "${pids[@]}"; do if wait "$p"; then exit 1; fi; done
+# The rank that reads the truncated shard names it, and so does the other, which does not read
+# it (before: "lost rank 0").
+both_ranks_fail bad2_ --resume "$out/bad2"
 for r in 0 1; do
   grep -q "loading checkpoint .* failed on rank 0: checkpoint file .*rank-00000-of-00002.safetensors has 1000 bytes" \
     "$out/bad2_$r.log"
@@ -236,14 +241,7 @@ grep -q "step 7/7 .*scale 128" "$out/static.log" || { cat "$out/static.log"; exi
 # before training, and the folder is left as it was (before, it replaced the earlier run's step
 # folders one save at a time and moved `latest` back).
 cp "$out/a/latest" "$out/latest.before"
-port=$((20000 + RANDOM % 20000))
-pids=()
-for r in 0 1; do
-  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port KOLO_SECRET=ckpt \
-    "${run[@]:3}" --save "$out/a" --save-every 6 >"$out/fresh$r.log" 2>&1 &
-  pids+=($!)
-done
-for p in "${pids[@]}"; do if wait "$p"; then exit 1; fi; done
+both_ranks_fail fresh --save "$out/a" --save-every 6
 for r in 0 1; do
   grep -q "\-\-save $out/a already holds checkpoints (latest) that a fresh run would replace; pass --resume $out/a to continue that run, or choose another --save folder" \
     "$out/fresh$r.log" || { cat "$out/fresh$r.log"; exit 1; }
@@ -260,16 +258,7 @@ grep -q "\-\-save $out/plainfile/sub: rank 0 cannot create the folder" "$out/mk.
 if [ "$(id -u)" = 0 ]; then
   mkdir -p "$out/full"
   mount -t tmpfs -o size=90m tmpfs "$out/full"
-  # Ranks started torchrun-style, so that each prints its own error (a launcher stops the
-  # others as soon as one fails).
-  port=$((20000 + RANDOM % 20000))
-  pids=()
-  for r in 0 1; do
-    RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port KOLO_SECRET=ckpt \
-      "${run[@]:3}" --save "$out/full/c" --save-every 6 >"$out/full$r.log" 2>&1 &
-    pids+=($!)
-  done
-  for p in "${pids[@]}"; do if wait "$p"; then exit 1; fi; done
+  both_ranks_fail full --save "$out/full/c" --save-every 6
   # Every rank gives the same message: the rank that failed and the file it was writing (before,
   # each rank named its own shard).
   for r in 0 1; do
