@@ -477,6 +477,25 @@ def test_bad_arguments_fail_at_once():
     assert torch.equal(x, torch.full((3,), float(n)))
 
 
+def test_init_arguments_are_checked_on_every_rank_before_the_store():
+    # Before, these failed inside torch's store on rank 0 ("timed out after -5s", "initialize
+    # the default process group twice") while the other ranks lost the store.
+    with pytest.raises(ValueError, match=r"timeout of -5.0 s is outside \[0.001, 604800\] s"):
+        kd.init_process_group(timeout=datetime.timedelta(seconds=-5))
+    with pytest.raises(RuntimeError, match="initialized already"):
+        kd.init_process_group()
+    # Only the last rank passes a world_size of its own: every rank fails, naming it (the check
+    # that init_process_group runs before its store, on kolo's job communicator).
+    from kolo.torch.basics import _world
+    mine = r"init_process_group\(world_size=%d\) on rank %d" % (n + 1, r)
+    theirs = r"rank %d passed a rank= or world_size=" % (n - 1)
+    with pytest.raises(ValueError, match=mine if r == n - 1 else theirs):
+        kd._check_launch_arguments(_world(), {"world_size": n + 1 if r == n - 1 else n})
+    x = torch.ones(2)
+    dist.all_reduce(x)
+    assert torch.equal(x, torch.full((2,), float(n)))
+
+
 def test_ranks_that_disagree_fail_with_mismatch():
     group = dist.new_group(backend="kolo")  # this group fails: the default one carries on
     with pytest.raises(kolo.MismatchError, match="different"):

@@ -27,15 +27,14 @@ if not hasattr(dist.Backend, BACKEND.upper()):
     dist.Backend.register_backend(BACKEND, ProcessGroupKolo)
 
 _ADDRESS_BYTES = 256  # rank 0's "host:port", broadcast as a fixed-size buffer
+_MAX_TIMEOUT_S = 604800  # KOLO_TIMEOUT_SECONDS's largest value (a week)
 
 
-def _kolo_store(timeout):
+def _kolo_store(world, timeout):
     """A torch TCPStore that every rank of kolo's job reaches: rank 0 listens on a port of the
     system's choosing and tells the others through kolo's job communicator."""
-    from kolo.torch.basics import _world
-    world = _world()
     if world.size == 1:
-        return dist.HashStore(), world
+        return dist.HashStore()
     address = bytearray(_ADDRESS_BYTES)
     store = None
     if world.rank == 0:
@@ -50,7 +49,7 @@ def _kolo_store(timeout):
     if world.rank != 0:
         host, port = bytes(address).rstrip(b"\0").decode().rsplit(":", 1)
         store = dist.TCPStore(host, int(port), world.size, False, timeout)
-    return store, world
+    return store
 
 
 def init_process_group(backend=BACKEND, timeout=None, **kwargs):
@@ -65,14 +64,46 @@ def init_process_group(backend=BACKEND, timeout=None, **kwargs):
     wait without progress before it fails."""
     if timeout is None:
         timeout = dist.default_pg_timeout
-    if not isinstance(timeout, datetime.timedelta):
-        raise TypeError("timeout must be a datetime.timedelta, not %s" % type(timeout).__name__)
+    _check_timeout(timeout)
+    # torch refuses a second call only after the store exists, which the other ranks then lose.
+    if dist.is_initialized():
+        raise RuntimeError("init_process_group: the default process group is initialized "
+                           "already (call destroy_process_group() first)")
     explicit = "init_method" in kwargs or "store" in kwargs
     if explicit or ("MASTER_ADDR" in os.environ and "RANK" in os.environ):
         return dist.init_process_group(backend, timeout=timeout, **kwargs)
-    store, world = _kolo_store(timeout)
+    from kolo.torch.basics import _world
+    world = _world()
+    _check_launch_arguments(world, kwargs)
+    store = _kolo_store(world, timeout)
+    return dist.init_process_group(backend, store=store, timeout=timeout, **kwargs)
+
+
+def _check_timeout(timeout):
+    """The range of KOLO_TIMEOUT_SECONDS, checked before the store is made (torch's store failed
+    with 'timed out after -5s' on rank 0 and the others lost it)."""
+    if not isinstance(timeout, datetime.timedelta):
+        raise TypeError("timeout must be a datetime.timedelta, not %s" % type(timeout).__name__)
+    seconds = timeout.total_seconds()
+    if not 0.001 <= seconds <= _MAX_TIMEOUT_S:
+        raise ValueError("init_process_group: timeout of %r s is outside [0.001, %d] s (the range "
+                         "of KOLO_TIMEOUT_SECONDS)" % (seconds, _MAX_TIMEOUT_S))
+
+
+def _check_launch_arguments(world, kwargs):
+    """rank= and world_size= must be what kolo's launch says. Collective: a rank whose argument
+    differs would otherwise leave the others to lose the store; every rank raises, naming it."""
+    import array
+    from kolo import _core
+    mine = ""
     for name, value in (("rank", world.rank), ("world_size", world.size)):
         if kwargs.setdefault(name, value) != value:
-            raise ValueError("init_process_group(%s=%r), but kolo's launch says %r" % (
-                name, kwargs[name], value))
-    return dist.init_process_group(backend, store=store, timeout=timeout, **kwargs)
+            mine = "init_process_group(%s=%r) on rank %d, but kolo's launch says %r" % (
+                name, kwargs[name], world.rank, value)
+    worst = array.array("q", [world.rank + 1 if mine else 0])
+    world.allreduce(worst, worst, _core.ReduceOp.MAX)
+    if mine:
+        raise ValueError(mine)
+    if worst[0]:
+        raise ValueError("init_process_group: rank %d passed a rank= or world_size= that kolo's "
+                         "launch does not give it (its own error names it)" % (worst[0] - 1))
