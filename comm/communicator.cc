@@ -112,7 +112,8 @@ std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
     (void)net::job_secret();
     net::require_ipv4_host(info.addr, info.addr_var);
     // Every rank refuses an exposed store without a secret, so every rank names the fix.
-    net::require_secret_for(info.addr, "the rendezvous store (" + info.launcher + " launch)");
+    net::require_secret_for(info.addr, "the rendezvous store (" + info.launcher + " launch, " +
+                                           info.addr_var + "=" + info.addr + ")");
     if (info.rank == 0) {
       // A loopback address keeps the store off the network; otherwise listen everywhere.
       std::string bind = net::is_loopback(info.addr) ? "127.0.0.1" : "0.0.0.0";
@@ -281,8 +282,10 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
   // Two processes with one rank, or ranks told different sizes, would wait for a rank that
   // never comes: each names the fault instead.
   const int64_t claims = store->add("claim/" + std::to_string(rank), 1);
-  KOLO_CHECK_ARG(claims == 1, "a second process claims rank ", rank, " of ", size,
-                 ": every process needs a rank of its own (KOLO_RANK / RANK / SLURM_PROCID)");
+  KOLO_CHECK_ARG(claims == 1, "rank ", rank, " of ", size,
+                 " was claimed on this rendezvous store already: by a second process with that "
+                 "rank (every process needs a rank of its own: KOLO_RANK / RANK / SLURM_PROCID), "
+                 "or by an earlier communicator of this process on the same store");
   auto same_size = [size](int r, const std::string& value) {
     const std::string theirs = value.substr(0, value.find('\n'));
     if (theirs != std::to_string(size))

@@ -108,6 +108,9 @@ class Engine::Impl {
   timeline::Timeline timeline_;
   StatCounters stats_;
 
+  // Held through add_process_set and remove_process_set: one call's collectives on the world
+  // communicator at a time (taken before mutex_).
+  std::mutex registry_mutex_;
   // Guards everything below: shared between submitting threads and the loop.
   mutable std::mutex mutex_;
   std::condition_variable wake_;

@@ -8,9 +8,26 @@
 #include "fusion/engine_impl.h"
 
 namespace kolo::engine {
+namespace {
+
+// A collective of add_process_set or remove_process_set on the world communicator; its error
+// (a timeout, a lost rank, ranks in different calls) names the call, not only "allgather of
+// 24 B".
+template <typename Fn>
+auto in_call(const std::string& call, Fn fn) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    KOLO_THROW(e.code(), call, ": ", e.message());
+  }
+}
+
+}  // namespace
 
 int Engine::Impl::add_process_set(const std::vector<int>& ranks) {
   check_process();
+  // Two threads' calls would interleave their collectives on the world communicator.
+  std::lock_guard<std::mutex> registry(registry_mutex_);
   int id;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -22,8 +39,10 @@ int Engine::Impl::add_process_set(const std::vector<int>& ranks) {
   std::vector<int> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
   const std::string text = "[" + join_text(sorted) + "]";
-  bootstrap::require_same_on_every_rank("the ranks of process set " + std::to_string(id),
-                                        allgather_bytes(*world_, text), world_->rank());
+  const std::string call = "add_process_set(" + text + ")";
+  bootstrap::require_same_on_every_rank(
+      "the ranks of process set " + std::to_string(id),
+      in_call(call, [&] { return allgather_bytes(*world_, text); }), world_->rank());
   const int world = world_->size();
   KOLO_CHECK_ARG(!sorted.empty(), "add_process_set: a process set needs at least one rank");
   for (size_t i = 0; i < sorted.size(); ++i) {
@@ -33,7 +52,8 @@ int Engine::Impl::add_process_set(const std::vector<int>& ranks) {
                    " is given twice (ranks ", text, ")");
   }
   const bool member = std::binary_search(sorted.begin(), sorted.end(), world_->rank());
-  auto comm = world_->split(member ? 1 : kUndefinedColor, world_->rank());
+  auto comm =
+      in_call(call, [&] { return world_->split(member ? 1 : kUndefinedColor, world_->rank()); });
   std::lock_guard<std::mutex> lock(mutex_);
   sets_.push_back(member ? std::make_shared<ProcessSet>(id, comm, options_, sorted) : nullptr);
   set_ranks_.push_back(text);
@@ -43,6 +63,7 @@ int Engine::Impl::add_process_set(const std::vector<int>& ranks) {
 
 void Engine::Impl::remove_process_set(int id) {
   check_process();
+  std::lock_guard<std::mutex> registry(registry_mutex_);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     KOLO_CHECK_ARG(id != 0, "remove_process_set: the global process set (0) cannot be removed");
@@ -54,8 +75,10 @@ void Engine::Impl::remove_process_set(int id) {
   }
   // Collective, like add_process_set: ranks that remove different sets would each free another
   // communicator at the agreed cycle.
+  const std::string call = "remove_process_set(" + std::to_string(id) + ")";
   bootstrap::require_same_on_every_rank(
-      "the process set removed", allgather_bytes(*world_, std::to_string(id)), world_->rank());
+      "the process set removed",
+      in_call(call, [&] { return allgather_bytes(*world_, std::to_string(id)); }), world_->rank());
   std::lock_guard<std::mutex> lock(mutex_);
   removed_[static_cast<size_t>(id)] = true;
   removals_.push_back(id);

@@ -55,12 +55,12 @@ void refuse_single_in_mpi_world(const LaunchInfo& info, const char* size_var) {
   if (info.size != 1) return;
   for (const char* mpi_size_var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
     auto mpi_size = env::get_int_opt(mpi_size_var, 1, kMaxRanks);
-    KOLO_CHECK_ARG(!mpi_size || *mpi_size == 1, size_var,
-                   "=1 makes this process a job of one, but ", mpi_size_var, "=",
-                   mpi_size.value_or(1), " says MPI started ", mpi_size.value_or(1),
-                   " processes: each would run alone. Unset the ", info.launcher,
-                   " variables (left from another launcher?) or start the job "
-                   "with the launcher they come from");
+    KOLO_CHECK_ARG(
+        !mpi_size || *mpi_size == 1, size_var, "=1 makes this process a job of one, but ",
+        mpi_size_var, "=", mpi_size.value_or(1), " says MPI started ", mpi_size.value_or(1),
+        " processes: each would run alone. Start the job with one launcher: unset "
+        "the variables left from the other (",
+        size_var, "'s, or ", mpi_size_var, "'s when the processes are separate jobs on purpose)");
   }
 }
 
@@ -68,30 +68,28 @@ void refuse_single_in_mpi_world(const LaunchInfo& info, const char* size_var) {
 
 LaunchInfo detect_launch() {
   LaunchInfo info;
-  // MASTER_ADDR / MASTER_PORT count for every launch but MPI's (a batch script exports them
-  // for srun); KOLO_ADDR / KOLO_PORT, read last, win over them.
-  if (read_triplet(info, "kolo", "KOLO_RANK", "KOLO_SIZE", "KOLO_LOCAL_RANK")) {
-    read_address(info, "MASTER_ADDR", "MASTER_PORT");
-    refuse_single_in_mpi_world(info, "KOLO_SIZE");
-  } else if (read_triplet(info, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK")) {
-    read_address(info, "MASTER_ADDR", "MASTER_PORT");
-    refuse_single_in_mpi_world(info, "WORLD_SIZE");
-  } else if (read_triplet(info, "slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")) {
-    read_address(info, "MASTER_ADDR", "MASTER_PORT");
-    refuse_single_in_mpi_world(info, "SLURM_NTASKS");
-  } else if (!read_triplet(info, "mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                           "OMPI_COMM_WORLD_LOCAL_RANK") &&
-             !read_triplet(info, "mpi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")) {
+  const char* size_var = nullptr;  // the launcher's job size variable; none for MPI's
+  if (read_triplet(info, "kolo", "KOLO_RANK", "KOLO_SIZE", "KOLO_LOCAL_RANK"))
+    size_var = "KOLO_SIZE";
+  else if (read_triplet(info, "torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"))
+    size_var = "WORLD_SIZE";
+  else if (read_triplet(info, "slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"))
+    size_var = "SLURM_NTASKS";
+  else if (!read_triplet(info, "mpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                         "OMPI_COMM_WORLD_LOCAL_RANK") &&
+           !read_triplet(info, "mpi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID")) {
     refuse_size_without_rank();
     info.launcher = "single";
   }
-  // Anything can be overridden explicitly.
-  if (auto addr = env::get("KOLO_ADDR")) {
-    info.addr = *addr;
-    info.addr_var = "KOLO_ADDR";
-  }
+  if (size_var != nullptr) refuse_single_in_mpi_world(info, size_var);
+  // The store: KOLO_ADDR with KOLO_PORT (or the default port), else, for every launch but
+  // MPI's, MASTER_ADDR with MASTER_PORT (a batch script exports them for srun too). A KOLO_PORT
+  // alone sets the port: under MPI, where rank 0 shares its store's address, the one it takes.
+  if (env::get("KOLO_ADDR"))
+    read_address(info, "KOLO_ADDR", "KOLO_PORT");
+  else if (size_var != nullptr)
+    read_address(info, "MASTER_ADDR", "MASTER_PORT");
   if (auto port = env::get_int_opt("KOLO_PORT", 1, 65535)) info.port = static_cast<int>(*port);
-  if (info.port == 0 && !info.addr.empty()) info.port = kDefaultStorePort;
   return info;
 }
 

@@ -35,6 +35,9 @@ std::mutex g_init_mutex;  // ensure_initialized may be reached from several thre
 std::mutex g_call_mutex;  // see call_lock()
 std::atomic<bool> g_ready{false};
 std::atomic<bool> g_serialize{false};
+// A broadcast that passed its deadline stays posted on MPI_COMM_WORLD (a collective cannot be
+// cancelled): another one would be matched against it, and MPI would fail the job.
+std::atomic<bool> g_abandoned{false};
 std::string g_init_error;  // set when kolo's own MPI_Init_thread gave too little
 
 const char* thread_level_name(int level) {
@@ -154,6 +157,10 @@ std::string broadcast(const std::string& value, int root, std::chrono::milliseco
   int rank = world_rank();
   KOLO_CHECK_ARG(root >= 0 && root < size, "broadcast root ", root, " is not a world rank (0..",
                  size - 1, ")");
+  KOLO_CHECK_ARG(!g_abandoned.load(), what,
+                 " timed out earlier in this process and left its "
+                 "MPI broadcast posted on MPI_COMM_WORLD, where another would be matched against "
+                 "it: restart the job");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto buffers = std::make_unique<BroadcastBuffers>();
   buffers->length = value.size();
@@ -165,6 +172,7 @@ std::string broadcast(const std::string& value, int root, std::chrono::milliseco
     }
     if (wait_until(&request, deadline)) return;
     (void)buffers.release();
+    g_abandoned = true;
     if (rank == root)
       KOLO_THROW(ErrorCode::kTimeout, "not every rank reached ", what, " within ", timeout.count(),
                  " ms (KOLO_TIMEOUT_SECONDS): a rank is late, stuck before it, "

@@ -21,7 +21,9 @@ int world_size();
 
 // Collective over MPI_COMM_WORLD: every process calls it; all return `root`'s value. A rank
 // that is not there within `timeout` (root late or stuck before it, or a rank that never came)
-// is a kTimeout naming `what` and KOLO_TIMEOUT_SECONDS; the MPI request is then left behind.
+// is a kTimeout naming `what` and KOLO_TIMEOUT_SECONDS; the MPI request is then left behind,
+// and a later broadcast in this process is refused (kInvalidArgument): it would be matched
+// against the abandoned one.
 std::string broadcast(const std::string& value, int root, std::chrono::milliseconds timeout,
                       const char* what);
 

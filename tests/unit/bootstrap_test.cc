@@ -208,6 +208,7 @@ TEST(LaunchEnv, LeftoverVariablesAndMasterAddr) {
     info = bootstrap::detect_launch();
     EXPECT_EQ(info.addr, "10.0.0.6");
     EXPECT_EQ(info.addr_var, "KOLO_ADDR");
+    EXPECT_EQ(info.port, bootstrap::kDefaultStorePort);  // KOLO_ADDR's port, not MASTER_PORT
   }
   {
     ScopedEnv env{

@@ -57,7 +57,7 @@ void inject_fault_after_create(int rank) {
                         target.find_first_not_of("0123456789") == std::string_view::npos;
   KOLO_CHECK_ARG(target == "all" || any_rank, "KOLO_FAULT_INJECT='", *fault,
                  "' is not shm_created:<rank> or shm_created:all (a setting for tests only)");
-  if (target == "all" || target == std::to_string(rank)) ::raise(SIGKILL);
+  if (target == "all" || (any_rank && std::stoi(std::string(target)) == rank)) ::raise(SIGKILL);
 }
 
 size_t ring_stride(size_t capacity) {
