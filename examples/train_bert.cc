@@ -350,14 +350,23 @@ int run(Job job, const Args& args) {
   KOLO_CHECK_ARG(args.save_dir.empty() || !std::filesystem::exists(args.save_dir, no_folder) ||
                      std::filesystem::is_directory(args.save_dir, no_folder),
                  "--save ", args.save_dir, " exists and is not a folder");
-  // A fresh run would replace an earlier run's checkpoints one save at a time, moving `latest`
-  // back and leaving a folder that mixes two runs; every rank refuses it alike.
-  if (!args.save_dir.empty() && args.resume.empty())
-    if (const std::string found = kt::checkpoint_entry(args.save_dir); !found.empty())
+  // A fresh run, or one resumed from another folder, would replace an earlier run's checkpoints
+  // one save at a time (--keep deleting them), moving `latest` back and leaving a folder that
+  // mixes two runs; every rank refuses it alike. Only a resume from the save folder itself (or
+  // a step folder in it) continues the run that is there.
+  if (!args.save_dir.empty() && !kt::continues_save_folder(args.resume, args.save_dir))
+    if (const std::string found = kt::checkpoint_entry(args.save_dir); !found.empty()) {
+      if (args.resume.empty())
+        KOLO_THROW(kolo::ErrorCode::kInvalidArgument, "--save ", args.save_dir,
+                   " already holds checkpoints (", found, ") that a fresh run would replace; ",
+                   "pass --resume ", args.save_dir,
+                   " to continue that run, or choose another --save folder");
       KOLO_THROW(kolo::ErrorCode::kInvalidArgument, "--save ", args.save_dir,
-                 " already holds checkpoints (", found, ") that a fresh run would replace; pass ",
-                 "--resume ", args.save_dir,
-                 " to continue that run, or choose another --save folder");
+                 " already holds checkpoints (", found,
+                 ") that a run resumed from another folder (--resume ", args.resume,
+                 ") would replace; choose another --save folder, or --resume's own save folder ",
+                 "to continue that run there");
+    }
   const uint64_t seed = static_cast<uint64_t>(base.kolo.get_int("seed", 1, kt::Range::at_least(0)));
   job.connect();
   // What shapes the run must be the same everywhere (not the data folder or thread count,

@@ -59,9 +59,15 @@ check "long line: split into 3 prefixed lines" \
   "65540 65540 18932 "
 check "long line: other ranks' lines whole" test "$(grep -c '^\[1\] short [1-8]$' "$TMP/out")" = 8
 check "long line: nothing else" test "$(wc -l <"$TMP/out")" = 11
-run --no-prefix -np 1 sh -c 'head -c 70000 /dev/zero | tr "\0" B; echo'
-check "long line --no-prefix: split too" \
-  test "$(awk '{ print length($0) }' "$TMP/out" | tr '\n' ' ')" = "65536 4464 "
+# A split never cuts a UTF-8 character: 65535 bytes and a 2-byte "é" go as 65535 bytes and "é".
+run -np 1 sh -c 'head -c 65535 /dev/zero | tr "\0" C; printf "\303\251\n"'
+check "long line: split between characters" \
+  test "$(LC_ALL=C awk '{ print length($0) }' "$TMP/out" | tr '\n' ' ')" = "65539 6 "
+# Without a prefix the output passes through unchanged: a 200000-byte line stays one line (before,
+# a newline was inserted every 64 KiB).
+run --no-prefix -np 1 sh -c 'head -c 200000 /dev/zero | tr "\0" B; echo'
+check "long line --no-prefix: unchanged" \
+  test "$(LC_ALL=C awk '{ print length($0) }' "$TMP/out" | tr '\n' ' ')" = "200000 "
 
 # The environment of each rank.
 run -np 2 sh -c 'echo "$KOLO_RANK $KOLO_SIZE $KOLO_LOCAL_RANK $KOLO_LOCAL_SIZE" \

@@ -260,6 +260,42 @@ TEST(CheckpointSave, CheckpointEntryNamesWhatAFreshRunWouldReplace) {
   EXPECT_EQ(checkpoint_entry(dir.path.string()), "step-000002");
 }
 
+// Only a folder named "step-" and digits is a checkpoint (before, any name starting with
+// "step-" was, and the refusal advised resuming from a folder of notes).
+TEST(CheckpointSave, CheckpointEntryCountsOnlyStepFolders) {
+  TempDir dir;
+  std::ofstream(dir.path / "step-notes.txt") << "x";
+  std::ofstream(dir.path / "step-000001") << "a file, not a folder";
+  fs::create_directories(dir.path / "step-");
+  fs::create_directories(dir.path / "step-00a001");
+  fs::create_directories(dir.path / "step-000003.old");
+  EXPECT_EQ(checkpoint_entry(dir.path.string()), "");
+  fs::create_directories(dir.path / "step-1000000");
+  EXPECT_EQ(checkpoint_entry(dir.path.string()), "step-1000000");
+}
+
+// A resume continues the run saved in --save only when it names that folder or a step folder
+// directly in it, however the path is spelled.
+TEST(CheckpointSave, ContinuesSaveFolderComparesCanonicalPaths) {
+  TempDir dir;
+  const fs::path save = dir.path / "run";
+  fs::create_directories(save / "step-000003");
+  fs::create_directories(dir.path / "other" / "step-000003");
+  fs::create_directory_symlink(save, dir.path / "link");
+  const std::string s = save.string();
+  EXPECT_TRUE(continues_save_folder(s, s));
+  EXPECT_TRUE(continues_save_folder(s + "/", s));
+  EXPECT_TRUE(continues_save_folder((save / "step-000003").string(), s));
+  EXPECT_TRUE(continues_save_folder((dir.path / "other" / ".." / "run").string(), s));
+  EXPECT_TRUE(continues_save_folder((dir.path / "link" / "step-000003").string(), s));
+  EXPECT_TRUE(continues_save_folder(s, (dir.path / "link").string()));
+  EXPECT_FALSE(continues_save_folder("", s));
+  EXPECT_FALSE(continues_save_folder((dir.path / "other").string(), s));
+  EXPECT_FALSE(continues_save_folder((dir.path / "other" / "step-000003").string(), s));
+  EXPECT_FALSE(continues_save_folder(dir.path.string(), s));
+  EXPECT_FALSE(continues_save_folder(s, (save / "step-000003").string()));
+}
+
 // Saves step 1 on one rank with one value of `buffer` ("master" or an optimizer state) of the
 // second tensor made NaN; returns the folder and the tensor's name.
 std::pair<fs::path, std::string> save_with_nan(const fs::path& dir, const std::string& buffer) {

@@ -16,8 +16,8 @@
 #   - a resumed run that saves an existing step again replaces it, leaving nothing hidden;
 #   - exports into the save folder (another step, latest) or over a FIFO or device node, an empty
 #     path, --dtype int8, an empty --resume or --save, another attention-head count and an
-#     uncreatable --save folder are refused; so are a fresh run into a folder holding
-#     checkpoints and (by kolo_ckpt verify) a wrong-typed stored config; a static
+#     uncreatable --save folder are refused; so are a fresh run, or one resumed from another
+#     folder, into a folder holding checkpoints and (by kolo_ckpt verify) a wrong-typed stored config; a static
 #     fp16.loss_scale wins over the checkpoint's;
 #   - every rank killed while the step-12 folder is being written: latest still loads;
 #   - a disk that fills during a save (a 90 MiB tmpfs, as root): the same error on every rank,
@@ -247,6 +247,15 @@ for r in 0 1; do
     "$out/fresh$r.log" || { cat "$out/fresh$r.log"; exit 1; }
 done
 cmp "$out/latest.before" "$out/a/latest"
+# So is a run resumed from another folder, and that folder is left as it was too (before, only a
+# fresh run was refused: this one replaced `latest`, and --keep deleted the other run's steps).
+ls -R "$out/k" >"$out/k.before"
+both_ranks_fail other --resume "$out/a/step-000006" --save "$out/k" --save-every 6 --keep 1
+for r in 0 1; do
+  grep -qF -- "--save $out/k already holds checkpoints (latest) that a run resumed from another folder (--resume $out/a/step-000006) would replace; choose another --save folder, or --resume's own save folder to continue that run there" \
+    "$out/other$r.log" || { cat "$out/other$r.log"; exit 1; }
+done
+ls -R "$out/k" | cmp - "$out/k.before"
 # A save folder that cannot be created is an error naming --save on every rank (before: a raw
 # filesystem error on rank 0, "lost rank 0" on the other).
 touch "$out/plainfile"

@@ -56,7 +56,7 @@ options:
                 on this host, and exit
   --grace S     seconds between SIGTERM and SIGKILL when stopping ranks (default 5); after a
                 rank fails the others first get 1 s to end on their own
-  --no-prefix   forward output lines without the "[rank] " prefix
+  --no-prefix   forward output unchanged, without the "[rank] " prefix
   -h, --help    show this help and exit
   --version     show the version and exit
 )";

@@ -26,10 +26,26 @@ void write_all(int fd, const std::string& data) {
   }
 }
 
-// Forwards the complete lines in s.pending, each with the prefix, in one write. A line longer
-// than s.max_line goes as pieces of max_line bytes, each ended with a newline and prefixed, as
-// soon as a piece is there. At EOF the partial rest goes too: with a prefix ended by a newline,
-// so the next rank's line starts on its own; without one, the bytes are passed on unchanged.
+// How much of the `take` bytes of `text` from `start` a piece holds without cutting a UTF-8
+// character in two: all of them, unless they end inside a character (its lead byte says how
+// long it is), which then opens the next piece.
+size_t whole_characters(const std::string& text, size_t start, size_t take) {
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[start + i]); };
+  size_t lead = take;  // after the loop: the last byte that is not a continuation (10xxxxxx)
+  while (lead > 0 && take - lead < 4 && (byte(lead - 1) & 0xC0) == 0x80) --lead;
+  if (lead == 0) return take;
+  --lead;
+  const unsigned char c = byte(lead);
+  const size_t length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+  return take - lead < length && lead > 0 ? lead : take;
+}
+
+// Forwards the complete lines in s.pending, each with the prefix, in one write. With a prefix,
+// a line longer than s.max_line goes as pieces of at most max_line bytes (whole UTF-8
+// characters), each ended with a newline and prefixed, as soon as a piece is there; without
+// one, such a piece is passed on as it is, the line continuing unchanged. At EOF the partial
+// rest goes too: with a prefix ended by a newline, so the next rank's line starts on its own;
+// without one, the bytes are passed on unchanged.
 void forward_lines(Stream& s, bool at_eof) {
   std::string out;
   size_t start = 0;
@@ -39,8 +55,8 @@ void forward_lines(Stream& s, bool at_eof) {
     size_t take;
     bool end_line = false;  // add a newline after the piece
     if (line > s.max_line || (nl == std::string::npos && line == s.max_line)) {
-      take = s.max_line;
-      end_line = true;
+      end_line = !s.prefix.empty();
+      take = end_line ? whole_characters(s.pending, start, s.max_line) : s.max_line;
     } else if (nl != std::string::npos) {
       take = line + 1;
     } else if (at_eof) {

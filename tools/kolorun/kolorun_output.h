@@ -2,6 +2,7 @@
 // lines, each with a "[rank] " prefix, so the lines of different ranks never mix. A line longer
 // than the stream's max_line is split into several lines, each prefixed: kolorun never waits
 // for the end of a line it cannot hold, nor writes part of one that another rank could follow.
+// Without a prefix (--no-prefix) the bytes pass through unchanged: nothing is split.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +17,7 @@ struct Stream {
   int dest = -1;                    // kolorun's stdout or stderr
   std::string prefix;               // "[rank] ", or empty with --no-prefix (and --hosts)
   size_t max_line = kMaxLineBytes;  // bytes of a line (newline not counted) before a split
+                                    // (without a prefix: before a piece is passed on)
   std::string pending;              // bytes after the last newline
 };
 

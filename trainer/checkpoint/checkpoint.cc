@@ -51,6 +51,13 @@ std::string step_name(int64_t step) {
   return name;
 }
 
+// Whether `name` has step_name()'s form: "step-" and digits only (a "step-notes.txt" does not).
+bool is_step_name(const std::string& name) {
+  return name.size() > 5 && name.rfind("step-", 0) == 0 &&
+         std::all_of(name.begin() + 5, name.end(),
+                     [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
 // "<name>.<kind>[first:end]": elements [first, end) of the tensor.
 std::string piece_name(const ParamInfo& p, const std::string& kind, size_t first, size_t end) {
   return p.name + "." + kind + "[" + std::to_string(first) + ":" + std::to_string(end) + "]";
@@ -344,7 +351,7 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
     std::vector<std::string> steps;
     for (const auto& entry : fs::directory_iterator(dir)) {
       const std::string n = entry.path().filename().string();
-      if (entry.is_directory() && n.rfind("step-", 0) == 0 && n <= name) steps.push_back(n);
+      if (entry.is_directory() && is_step_name(n) && n <= name) steps.push_back(n);
     }
     std::sort(steps.begin(), steps.end());
     for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
@@ -359,9 +366,18 @@ std::string checkpoint_entry(const std::string& dir) {
   std::string first;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string n = entry.path().filename().string();
-    if (n.rfind("step-", 0) == 0 && (first.empty() || n < first)) first = n;
+    if (is_step_name(n) && entry.is_directory(ec) && (first.empty() || n < first)) first = n;
   }
   return first;
+}
+
+bool continues_save_folder(const std::string& resume, const std::string& save_dir) {
+  if (resume.empty() || save_dir.empty()) return false;
+  std::error_code ec_resume, ec_save;
+  const fs::path from = fs::weakly_canonical(fs::absolute(resume), ec_resume);
+  const fs::path into = fs::weakly_canonical(fs::absolute(save_dir), ec_save);
+  if (ec_resume || ec_save) return false;
+  return from == into || from.parent_path() == into;
 }
 
 nlohmann::json read_checkpoint_index(const std::string& folder) {

@@ -74,10 +74,14 @@ struct RangeOut {
 void read_checkpoint_range(const std::string& folder, const nlohmann::json& index,
                            const std::vector<RangeOut>& outs, size_t begin, size_t end);
 
-// An entry of `dir` that belongs to checkpoints ("latest" first, else the first "step-NNNNNN"
-// folder by name), or "" when it holds none or does not exist: what a fresh run saving into
-// `dir` would replace one save at a time.
+// An entry of `dir` that belongs to checkpoints ("latest" first, else the first folder named
+// "step-" and digits, by name), or "" when it holds none or does not exist: what a fresh run
+// saving into `dir` would replace one save at a time.
 std::string checkpoint_entry(const std::string& dir);
+// Whether a run resumed from `resume` and saving into `save_dir` continues the run that saved
+// there: `resume` is that folder itself or a step folder directly inside it (canonical paths
+// compared, so "dir/", "./dir" and a symbolic link to it are the same folder).
+bool continues_save_folder(const std::string& resume, const std::string& save_dir);
 
 // The index of a step folder, parsed and checked for its format.
 nlohmann::json read_checkpoint_index(const std::string& folder);

@@ -1,8 +1,9 @@
 """Process sets as Horovod has them: ProcessSet, global_process_set, add_process_set and
 remove_process_set over the engine's process sets (each with its own communicator).
 
-The engine cannot drop a set once added: remove_process_set() retires the Python object (ops on
-it raise ValueError) while the engine keeps the set's communicator until shutdown().
+remove_process_set() is collective (every rank removes the same sets in the same order): it
+retires the Python object (later ops on it raise ValueError) and the engine frees the set's
+communicator.
 """
 from kolo.torch import basics
 
