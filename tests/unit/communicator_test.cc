@@ -132,7 +132,16 @@ TEST(Communicator, AMissingRankTimesOutAndLeavesTheCommunicatorFailed) {
       [](Communicator& comm) {
         std::vector<float> v(1000, 1.0f);
         if (comm.rank() == 1) {
-          std::this_thread::sleep_for(1s);  // never joins the first allreduce
+          std::this_thread::sleep_for(1s);  // joins the first allreduce after rank 0 gave up
+          // Rank 0's part is still in its segment: the call succeeded here (a sweep's 16 B
+          // allreduce returned the right sum) while it failed on rank 0.
+          auto m = error_of(
+              [&] {
+                comm.allreduce(v.data(), v.data(), v.size(), DType::kFloat32, ReduceOp::kSum);
+              },
+              ErrorCode::kPeerLost);
+          EXPECT_NE(m.find("lost rank 0: it gave up before this rank arrived"), std::string::npos)
+              << m;
           return 0;
         }
         auto start = std::chrono::steady_clock::now();

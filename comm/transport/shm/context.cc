@@ -404,6 +404,10 @@ void ShmContext::wait_generation(uint64_t generation) {
     tsan_acquire_generation();
     for (int p = 0; p < size_; ++p)
       if (p != rank_) check_call(p, header(p)->calls[generation % 2]);
+    // A peer that arrived, then gave up waiting for this rank, left its part: it failed there.
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_ && header(p)->aborted.load(std::memory_order_acquire) != 0)
+        throw_peer_lost(p, "it gave up before this rank arrived");
   } catch (const Error& e) {
     fail(e.what());
     throw;
