@@ -39,6 +39,13 @@ uint64_t fork_count() {
   return g_forks.load(std::memory_order_relaxed);
 }
 
+// Fails a queued op that never reached its set, and lets go of what it held.
+void fail_queued(Pending& p, ErrorCode code, const std::string& why) {
+  p.state->fail(code, why);
+  p.state.reset();
+  p.ready.reset();
+}
+
 }  // namespace
 
 Engine::Impl::Impl(std::shared_ptr<Communicator> comm, EngineOptions opts)
@@ -396,9 +403,7 @@ void Engine::Impl::take_queue() {
   for (size_t i = 0; i < queued_; ++i) {
     auto& [set, p] = queue_[i];
     if (!sets_[static_cast<size_t>(set)]) {  // removed by now (remove_process_set)
-      p.state->fail(ErrorCode::kInvalidArgument, removed_text(set));
-      p.state.reset();
-      p.ready.reset();
+      fail_queued(p, ErrorCode::kInvalidArgument, removed_text(set));
       continue;
     }
     ProcessSet& ps = *sets_[static_cast<size_t>(set)];
@@ -432,9 +437,7 @@ void Engine::Impl::fail_everything(ErrorCode code, const std::string& why) {
   }
   for (size_t i = 0; i < queued_; ++i) {
     Pending& p = queue_[i].second;
-    p.state->fail(code, of(p.request));
-    p.state.reset();
-    p.ready.reset();
+    fail_queued(p, code, of(p.request));
   }
   queued_ = 0;
 }

@@ -45,8 +45,7 @@ std::string segment_name(const std::string& job, int rank) {
 
 // Tests (tests/shm_cleanup_test.sh) kill ranks at the worst moment: KOLO_FAULT_INJECT=
 // shm_created:<rank> (or :all) sends SIGKILL to the rank right after it created its segment,
-// before its peers have mapped it.
-// Any other value is refused: a typo would let such a test pass without a fault.
+// before its peers have mapped it. Any other value is refused (a typo would fault nothing).
 void inject_fault_after_create(int rank) {
   auto fault = env::get("KOLO_FAULT_INJECT");
   if (!fault) return;
@@ -402,12 +401,13 @@ void ShmContext::wait_generation(uint64_t generation) {
   try {
     wait_for_peers(generation);
     tsan_acquire_generation();
-    for (int p = 0; p < size_; ++p)
-      if (p != rank_) check_call(p, header(p)->calls[generation % 2]);
-    // A peer that arrived, then gave up waiting for this rank, left its part: it failed there.
-    for (int p = 0; p < size_; ++p)
-      if (p != rank_ && header(p)->aborted.load(std::memory_order_acquire) != 0)
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      check_call(p, header(p)->calls[generation % 2]);
+      // A peer that arrived, then gave up waiting for this rank, left its part: it failed there.
+      if (header(p)->aborted.load(std::memory_order_acquire) != 0)
         throw_peer_lost(p, "it gave up before this rank arrived");
+    }
   } catch (const Error& e) {
     fail(e.what());
     throw;
