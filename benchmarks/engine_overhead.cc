@@ -17,6 +17,7 @@
 
 #include "benchmarks/bench_memory.h"
 #include "benchmarks/cli_checks.h"
+#include "comm/base/cli_parse.h"
 #include "comm/communicator.h"
 #include "fusion/engine.h"
 
@@ -102,7 +103,7 @@ int main(int argc, char** argv) try {
   std::string device = "host";
   app.add_option("--device", device, "where the tensors live: host, or cuda (device 0; NCCL)")
       ->check(CLI::IsMember({"host", "cuda"}));
-  CLI11_PARSE(app, argc, argv);
+  KOLO_PARSE_FLAGS(app, argc, argv, "engine_overhead");
   auto comm = kolo::Communicator::init();
   kolo::bench::require_same_flags(*comm, kolo::bench::joined_flags(argc, argv));
   auto memory =

@@ -27,6 +27,7 @@
 
 #include "benchmarks/cli_checks.h"
 #include "benchmarks/engine_soak_ops.h"
+#include "comm/base/cli_parse.h"
 #include "comm/communicator.h"
 
 namespace {
@@ -281,7 +282,7 @@ int main(int argc, char** argv) try {
   app.add_option("--max-rss-growth", s.max_rss_growth,
                  "largest RSS growth (percent) from 10% of the ops to the end")
       ->check(kolo::bench::finite_range(0));
-  CLI11_PARSE(app, argc, argv);
+  KOLO_PARSE_FLAGS(app, argc, argv, "engine_soak");
   if (s.report_every == 0) s.report_every = std::max<int64_t>(1, s.ops / 20);
 
   // Blocks of 128 KiB and more get mappings of their own, returned when freed. Otherwise glibc

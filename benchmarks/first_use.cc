@@ -10,6 +10,7 @@
 
 #include "benchmarks/bench_options.h"
 #include "benchmarks/cli_checks.h"
+#include "comm/base/cli_parse.h"
 #include "comm/communicator.h"
 
 namespace {
@@ -44,7 +45,7 @@ int main(int argc, char** argv) try {
   app.add_option("--trials", trials, "fresh communicators")->check(CLI::Range(1, 1000));
   app.add_option("--iters", iters, "operations after the first, per trial")
       ->check(CLI::Range(1, 100000));
-  CLI11_PARSE(app, argc, argv);
+  KOLO_PARSE_FLAGS(app, argc, argv, "first_use");
   const size_t bytes = kolo::bench::parse_bytes(bytes_text, "--bytes");
   if (bytes < sizeof(float) || bytes > (size_t{1} << 32))
     throw kolo::bench::UsageError(

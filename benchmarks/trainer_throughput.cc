@@ -28,6 +28,7 @@
 #include <CLI/CLI.hpp>
 
 #include "benchmarks/cli_checks.h"
+#include "comm/base/cli_parse.h"
 #include "comm/base/error.h"
 #include "trainer/config/train_config.h"
 #include "trainer/data/rng.h"
@@ -421,7 +422,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device, "cpu, or cuda (GPU 0; builds with CUDA; no PyTorch run)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  KOLO_PARSE_FLAGS(app, argc, argv, "trainer_throughput");
   o.python_given = python->count() > 0;
   try {
     const std::string error = flag_error(o);

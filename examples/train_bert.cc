@@ -16,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "comm/base/cli_parse.h"
 #include "comm/base/error.h"
 #include "examples/train_bert_settings.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -509,9 +510,9 @@ int main(int argc, char** argv) {
   app.add_option("--save-every", args.save_every,
                  "checkpoint every K optimizer steps (0: only "
                  "at the end of each phase)")
-      ->check(CLI::Range(0, 1024));
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--keep", args.keep, "keep the newest K step folders (0: all)")
-      ->check(CLI::Range(0, 1024));
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--resume", args.resume,
                  "continue from a checkpoint: DIR (its latest) or a step folder, at any world "
                  "size and ZeRO stage");
@@ -528,7 +529,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   for (const char* option : {"--save", "--resume", "--load"})  // "" (an unset shell variable)
     app.get_option(option)->check(kNotEmpty);
-  CLI11_PARSE(app, argc, argv);
+  KOLO_PARSE_FLAGS(app, argc, argv, "train_bert");
   // Rank and size from the launcher (mpirun, kolorun, torchrun-style variables, Slurm); a
   // plain start is a job of one.
   return kt::run_program("train_bert", [&] { return run(Job::from_launcher(), args); });

@@ -5,11 +5,13 @@
 //       mnist.json] [--set key=value ...] [--save FILE] [--threads N]
 #include <chrono>
 #include <cstdio>
+#include <exception>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "comm/base/cli_parse.h"
 #include "comm/base/error.h"
 #include "trainer/config/train_config.h"
 #include "trainer/data/augment.h"
@@ -60,8 +62,19 @@ int run(Job job, const Args& args) {
   if (job.lead()) kt::print_config_warnings(warnings);
   kt::DataParallel::check(config.zero);
   // Before training, which a --save that cannot be written would otherwise lose at the end.
-  if (job.lead() && !args.save.empty()) kt::check_output_file(args.save, "--save");
+  // Rank 0 writes it (other hosts may not have its folder), and every rank stops on its verdict.
+  std::exception_ptr save_refused;
+  try {
+    if (job.lead() && !args.save.empty()) kt::check_output_file(args.save, "--save");
+  } catch (const kolo::Error&) {
+    save_refused = std::current_exception();
+  }
   job.connect();  // after every setting is checked: a bad one stops every rank the same way
+  if (job.sum({save_refused ? 1.0 : 0.0})[0] > 0) {
+    if (save_refused) std::rethrow_exception(save_refused);
+    KOLO_THROW(kolo::ErrorCode::kInvalidArgument, "--save ", args.save,
+               " was refused by rank 0, which writes it (its error says why)");
+  }
   job.require_same_settings({{"config", config.raw}});
   kt::set_num_threads(args.threads > 0 ? args.threads : job.default_threads());
   const std::filesystem::path data_dir =
@@ -174,7 +187,7 @@ int main(int argc, char** argv) {
                  "kernel threads per rank (0, the default: the CPUs this host's ranks may use, "
                  "shared out among them, at most the rank's own, at least 1)")
       ->check(CLI::Range(0, 1024));
-  CLI11_PARSE(app, argc, argv);
+  KOLO_PARSE_FLAGS(app, argc, argv, "train_mnist");
   // Rank and size from the launcher (mpirun, kolorun, torchrun-style variables, Slurm); a
   // plain start is a job of one.
   return kt::run_program("train_mnist", [&] { return run(Job::from_launcher(), args); });

@@ -137,7 +137,7 @@ grep -q "the path is empty" "$out/usage.log"
 for flag in --resume --save; do
   rc=0
   "$build/examples/train_bert" --phase finetune "$flag" "" >"$out/empty.log" 2>&1 || rc=$?
-  test "$rc" != 0 && grep -q -- "$flag: the path is empty" "$out/empty.log" || { cat "$out/empty.log"; exit 1; }
+  test "$rc" = 2 && grep -q -- "train_bert: $flag: the path is empty" "$out/empty.log" || { cat "$out/empty.log"; exit 1; }
 done
 # The fp32 export in the PyTorch twin: the same loss on the same batch within 1e-5.
 "$ckpt" export "$out/a" "$out/export32.safetensors"

@@ -58,9 +58,16 @@ grep -q "zero_optimization.stage" "$out/zero_err.log"
 # A phase's set may not change the model, which both phases train (it was ignored silently).
 if "$build/examples/train_bert" --set 'kolo.finetune.set={"kolo.model": "mini"}' 2>"$out/phase_model.log"; then exit 1; fi
 grep -q 'kolo.finetune.set: kolo.model must be the same in every phase' "$out/phase_model.log"
-# A bad setting is refused with a message that names it.
-if "$build/examples/train_bert" --set fp16.hysteresis=0 2>"$out/err.log"; then exit 1; fi
-grep -q "fp16.hysteresis" "$out/err.log"
+# A bad setting is refused with a message that names it (exit 1; --save-every and --keep take
+# any count: they stopped at 1024).
+rc=0
+"$build/examples/train_bert" --save-every 5000 --keep 2000 --set fp16.hysteresis=0 2>"$out/err.log" || rc=$?
+{ test "$rc" = 1 && grep -q "fp16.hysteresis" "$out/err.log"; } || { cat "$out/err.log"; exit 1; }
+# A command line that does not parse exits 2 naming the program.
+rc=0
+"$build/examples/train_mnist" --threads 5000 2>"$out/usage.log" || rc=$?
+{ test "$rc" = 2 && grep -q "train_mnist: --threads: Value 5000 not in range 0 to 1024" "$out/usage.log"; } ||
+  { cat "$out/usage.log"; exit 1; }
 # Ranks whose settings differ (here the optimizer: rank 1 would write SGD's state into a
 # checkpoint indexed as AdamW's) stop right after the rendezvous, every rank naming the key
 # (started torchrun-style, so that kolorun does not stop one before it has printed).
@@ -78,6 +85,22 @@ for r in 0 1; do
   if wait "${pids[$r]}"; then echo "rank $r trained with different settings"; exit 1; fi
   grep -q 'settings differ between ranks: rank 0 has config.optimizer.type = "AdamW", rank 1 has "SGD"' \
     "$out/differ$r.log" || { cat "$out/differ$r.log"; exit 1; }
+done
+# train_mnist's --save, written by rank 0, is checked there before training: every rank stops
+# at once naming it (rank 1 waited for the lost rank 0 for the whole deadline).
+port=$((20000 + RANDOM % 20000))
+pids=()
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port KOLO_SECRET=programs \
+    KOLO_TIMEOUT_SECONDS=60 timeout 30 "$build/examples/train_mnist" --save /nonexistent/x.st \
+    >"$out/mnist_save$r.log" 2>&1 &
+  pids+=($!)
+done
+for r in 0 1; do
+  rc=0
+  wait "${pids[$r]}" || rc=$?
+  { test "$rc" = 1 && grep -q -- '--save /nonexistent/x.st' "$out/mnist_save$r.log"; } ||
+    { echo "rank $r: exit $rc"; cat "$out/mnist_save$r.log"; exit 1; }
 done
 # A rank killed during training (ranks started torchrun-style, so no launcher tears the job
 # down): the survivor stops within the deadline with an error that names the lost rank.

@@ -70,7 +70,8 @@ def init_process_group(backend=BACKEND, timeout=None, **kwargs):
         raise RuntimeError("init_process_group: the default process group is initialized "
                            "already (call destroy_process_group() first)")
     explicit = "init_method" in kwargs or "store" in kwargs
-    if explicit or ("MASTER_ADDR" in os.environ and "RANK" in os.environ):
+    # An empty variable counts as unset, as everywhere in kolo.
+    if explicit or (os.environ.get("MASTER_ADDR") and os.environ.get("RANK")):
         return dist.init_process_group(backend, timeout=timeout, **kwargs)
     from kolo.torch.basics import _world
     world = _world()

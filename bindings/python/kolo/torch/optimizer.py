@@ -27,7 +27,7 @@ _SHARED_GRAD_BYTES = 128 * 1024
 
 
 def _shared_grads_enabled():
-    value = os.environ.get("KOLO_SHARED_GRADS", "1")
+    value = os.environ.get("KOLO_SHARED_GRADS") or "1"  # empty: unset, as everywhere in kolo
     if value not in ("0", "1"):
         raise ValueError("KOLO_SHARED_GRADS must be 0 or 1, got %r" % value)
     return value == "1"
