@@ -304,6 +304,9 @@ def test_shared_gradients_can_be_turned_off(monkeypatch):
     monkeypatch.setenv("KOLO_SHARED_GRADS", "yes")
     with pytest.raises(ValueError, match="KOLO_SHARED_GRADS must be 0 or 1, got 'yes'"):
         hvd.DistributedOptimizer(torch.optim.SGD([w], lr=1), named_parameters=[("w", w)])
+    monkeypatch.setenv("KOLO_SHARED_GRADS", "")  # empty: unset, the default (it was refused)
+    w, addresses = train_large(True, set_to_none=False, steps=1)
+    assert addresses == [(w.grad.data_ptr(), True)]
 
 
 def adam_after_one_step(r):
