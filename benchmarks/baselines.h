@@ -25,12 +25,8 @@ class Runner {
   virtual void prepare(const BenchCase& /*c*/, Buffers& /*buffers*/) {}
   virtual void run(const BenchCase& c, Buffers& buffers) = 0;
   virtual void barrier() = 0;
-  // True when run() overwrites its inputs, so the check needs fresh inputs and one more run;
-  // finish_for_check() then moves the result to where count_wrong() looks. An allreduce in
-  // place leaves each result where the inputs were.
-  virtual bool mutates_input(const BenchCase& c) const {
-    return c.in_place && c.coll == Collective::kAllreduce;
-  }
+  // After the checked run (fresh inputs, zeroed output): moves the result to where
+  // count_wrong() looks, for a runner that leaves it elsewhere.
   virtual void finish_for_check(const BenchCase& /*c*/, Buffers& /*buffers*/) {}
 };
 

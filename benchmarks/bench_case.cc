@@ -80,8 +80,11 @@ bool is_integer(DType dtype) {
          dtype == DType::kInt8 || dtype == DType::kInt16;
 }
 
-// Rank r's element at global index g is 1 + (7g + 3r) mod m, with m small enough that n * m
-// is exact in the dtype. For prod, exactly one rank per element holds 2 and the others 1.
+// Rank r's element at global index g is 1 + (7g + 3r + 5b) mod m, b = g's block (the part of
+// the buffer that reduce_scatter and alltoall deal to rank b; allreduce and broadcast have one),
+// with m small enough that n * m is exact in the dtype: a rank handed another block than its own
+// gets other values. For prod, one rank per element holds 2 and, at every other element (by
+// g + b), the next rank holds 3: products 2 and 6 tell prod from max, min and sum.
 class Pattern {
  public:
   explicit Pattern(const BenchCase& c)
@@ -94,12 +97,18 @@ class Pattern {
     if (c.dtype == DType::kBFloat16) exact = 256;
     if (c.dtype == DType::kFloat32) exact = 16777216;
     modulus_ = static_cast<size_t>(std::clamp(exact / c.nranks, 1.0, 17.0));
-    period_ = product_ ? static_cast<size_t>(c.nranks) : modulus_;
+    period_ = product_ ? 2 * static_cast<size_t>(c.nranks) : modulus_;
   }
+  // Within a block the values repeat every period() elements.
   size_t period() const { return period_; }
+  size_t block() const { return std::max<size_t>(c_.block, 1); }
   double value(int rank, size_t g) const {
-    if (product_) return (g + static_cast<size_t>(rank)) % period_ == 0 ? 2 : 1;
-    return 1.0 + static_cast<double>((g % modulus_ * 7 + static_cast<size_t>(rank) * 3) % modulus_);
+    const size_t r = static_cast<size_t>(rank), b = g / block(), n = static_cast<size_t>(c_.nranks);
+    if (product_) {
+      if ((g + r) % n == 0) return 2;
+      return n > 1 && (g + r) % n == 1 && (g + b) % 2 == 1 ? 3 : 1;
+    }
+    return 1.0 + static_cast<double>((g % modulus_ * 7 + r * 3 + b % modulus_ * 5) % modulus_);
   }
   // The reduction over all ranks at index g.
   double reduced(size_t g) const {
@@ -128,7 +137,7 @@ class Pattern {
 };
 
 // A run of output elements whose expected values follow one rank's pattern (or the reduced
-// pattern, source -1) from global index first_g on.
+// pattern, source -1) from global index first_g on, within one block.
 struct Segment {
   size_t offset, length, first_g;
   int source;
@@ -152,13 +161,17 @@ std::vector<Segment> expected_segments(const BenchCase& c) {
   return segments;
 }
 
+// Rank `rank`'s pattern for global indices 0 to length - 1, block by block.
 template <typename T>
 void write_pattern(T* dst, size_t length, const Pattern& pattern, int rank) {
   std::vector<T> tile(pattern.period());
-  for (size_t j = 0; j < tile.size(); ++j) tile[j] = encode<T>(pattern.value(rank, j));
-  for (size_t i = 0, phase = 0; i < length; ++i) {
-    dst[i] = tile[phase];
-    if (++phase == tile.size()) phase = 0;
+  for (size_t start = 0; start < length; start += pattern.block()) {
+    for (size_t j = 0; j < tile.size(); ++j) tile[j] = encode<T>(pattern.value(rank, start + j));
+    const size_t end = std::min(length, start + pattern.block());
+    for (size_t i = start, phase = 0; i < end; ++i) {
+      dst[i] = tile[phase];
+      if (++phase == tile.size()) phase = 0;
+    }
   }
 }
 

@@ -178,9 +178,6 @@ class GlooBaseline : public Runner {
   }
 
   // ReduceScatterHalvingDoubling reduces in place and leaves this rank's block at the front.
-  bool mutates_input(const BenchCase& c) const override {
-    return c.coll == Collective::kReduceScatter;
-  }
   void finish_for_check(const BenchCase& c, Buffers& b) override {
     if (c.coll == Collective::kReduceScatter)
       std::memcpy(b.recv(), b.send(), c.block * dtype_size(c.dtype));

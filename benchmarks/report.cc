@@ -4,8 +4,13 @@
 #include "comm/base/algorithm.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+
+#include "comm/base/error.h"
 
 namespace kolo::bench {
 namespace {
@@ -37,6 +42,15 @@ std::string join(const std::vector<std::string>& items, const char* separator) {
   std::string out;
   for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
   return out;
+}
+
+// A write that failed (a full disk, /dev/full) ends the run naming the file, once every row has
+// run and been printed: the figures were lost while the run said nothing and exited 0.
+void check_written(std::ofstream& out, const char* flag, const std::string& path) {
+  if (out) return;
+  const int error = errno;
+  KOLO_THROW(ErrorCode::kIo, flag, ": writing '", path, "' failed",
+             error != 0 ? std::string(": ") + std::strerror(error) : std::string());
 }
 
 nlohmann::ordered_json measurement_json(const BenchCase& c, const Measurement& m,
@@ -71,6 +85,13 @@ Report::Report(const Options& options, const RunInfo& info) : options_(options),
 }
 
 void Report::open_files() {
+  if (!options_.csv_path.empty() && !options_.json_path.empty()) {
+    std::error_code ignored;
+    const auto csv = std::filesystem::weakly_canonical(options_.csv_path, ignored);
+    const auto json = std::filesystem::weakly_canonical(options_.json_path, ignored);
+    if (csv == json)  // the JSON, written at the end, replaced the CSV
+      throw UsageError(2, "--csv and --json name the same file '" + options_.json_path + "'");
+  }
   if (!options_.csv_path.empty()) {
     csv_.open(options_.csv_path, std::ios::trunc);
     if (!csv_) throw UsageError(2, "--csv: cannot write '" + options_.csv_path + "'");
@@ -155,7 +176,7 @@ void Report::write_csv_row(const Row& row) {
   }
   if (options_.bound)
     csv_ << ',' << fixed(row.bound.best(), 4) << ',' << fixed(bound_fraction(row), 4);
-  csv_ << '\n' << std::flush;
+  csv_ << '\n' << std::flush;  // a failed write is reported by finish(), after every row ran
 }
 
 void Report::add(const Row& row) {
@@ -182,6 +203,12 @@ void Report::write_json() {
   j["warmup_iters"] = options_.warmup_iters;
   j["check"] = options_.check;
   j["compare"] = options_.compare;
+  j["min_bytes"] = options_.min_bytes;
+  j["max_bytes"] = options_.max_bytes;
+  j["step_factor"] = options_.step_factor;
+  j["in_place"] = options_.in_place;
+  j["alloc"] = options_.shared_buffers ? "shared" : "private";
+  j["bound"] = options_.bound;
   j["rows"] = nlohmann::ordered_json::array();
   for (const Row& row : rows_) {
     nlohmann::ordered_json r = {{"size", row.c.bytes},
@@ -199,7 +226,8 @@ void Report::write_json() {
                     {"fraction", bound_fraction(row)}};
     j["rows"].push_back(r);
   }
-  json_ << j.dump(1) << '\n';
+  json_ << j.dump(1) << '\n' << std::flush;
+  check_written(json_, "--json", options_.json_path);
 }
 
 int64_t Report::finish() {
@@ -218,8 +246,11 @@ int64_t Report::finish() {
   for (const auto& [peer, why] : notes_) std::printf("# %s: n/a (%s)\n", peer.c_str(), why.c_str());
   if (!peer_wrong.empty())
     std::printf("# baseline results wrong: %s\n", join(peer_wrong, ", ").c_str());
-  std::printf("# #wrong in all rows: %lld, %s\n", static_cast<long long>(wrong),
-              wrong == 0 ? "OK" : "FAILED");
+  if (options_.check)
+    std::printf("# #wrong in all rows: %lld, %s\n", static_cast<long long>(wrong),
+                wrong == 0 ? "OK" : "FAILED");
+  else
+    std::printf("# #wrong: not checked (-c 0)\n");
   std::printf("# average kolo busbw: %s GB/s\n",
               fixed(rows_.empty() ? 0 : sum / static_cast<double>(rows_.size()), 3).c_str());
   if (options_.bound)
@@ -227,6 +258,7 @@ int64_t Report::finish() {
         "# bound: per row, the rate at which one rank copies a buffer of the row's size while "
         "every rank copies its own (the faster of memcpy and a streaming-store copy, the slowest "
         "rank's); %%bound = kolo busbw / bound\n");
+  if (csv_.is_open()) check_written(csv_, "--csv", options_.csv_path);
   if (json_.is_open()) write_json();
   return wrong;
 }

@@ -11,7 +11,7 @@ bench=$1/benchmarks
 kolorun=$1/tools/kolorun
 mpirun=${2:-}
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$out.x"' EXIT
 failed=0
 
 # expect STATUS TEXT COMMAND...: STATUS is a number or "nonzero"; TEXT must be in the output.
@@ -71,6 +71,13 @@ expect 0 "auto shm tcp mpi ucx" "$bw" --help
 expect 2 "-o/--op: 'max' is not accepted; expected no -o/--op with --coll allgather" \
   "$kolorun" -np 2 "$bw" --coll allgather -o max -b 1K -e 1K
 expect 0 "#wrong in all rows: 0" "$kolorun" -np 2 "$bw" --coll broadcast -b 1K -e 1K -n 1 -w 0 --bound 0
+expect 0 "#wrong: not checked (-c 0)" "$kolorun" -np 2 "$bw" -b 1K -e 1K -n 1 -w 0 --bound 0 -c 0
+# Output files: a failed write is an error naming the file (it exited 0 with the figures lost),
+# and one file for both formats is refused (the JSON replaced the CSV).
+expect 1 "--json: writing '/dev/full' failed: No space left on device" \
+  "$kolorun" -np 2 "$bw" -b 1K -e 1K -n 1 -w 0 --bound 0 --json /dev/full
+expect 1 "--csv: writing '/dev/full' failed" "$kolorun" -np 2 "$bw" -b 1K -e 1K -n 1 -w 0 --bound 0 --csv /dev/full
+expect 2 "--csv and --json name the same file" "$kolorun" -np 2 "$bw" -b 1K -e 1K --csv "$out.x" --json "$out.x"
 
 # engine_soak: NaN is no limit; a run shorter than ten ops samples after its first group.
 expect 2 "engine_soak: --max-rss-growth: 'nan' is not accepted" "$bench/engine_soak" --max-rss-growth nan
