@@ -100,7 +100,8 @@ Options convert(const RawFlags& raw) {
   o.max_bytes = parse_bytes(raw.max_bytes, "-e/--maxbytes");
   if (o.min_bytes > o.max_bytes)
     bad_flag("-b/--minbytes", raw.min_bytes,
-             "a size no larger than -e/--maxbytes (" + raw.max_bytes + ")");
+             "a size no larger than -e/--maxbytes (" + raw.max_bytes +
+                 "); -b is 8 where it is not given");
   const int kMax = std::numeric_limits<int>::max();
   o.step_factor = static_cast<size_t>(parse_int(raw.step_factor, "-f/--stepfactor", 2, 1024));
   o.iters = static_cast<int>(parse_int(raw.iters, "-n/--iters", 1, kMax));
@@ -148,7 +149,8 @@ size_t parse_bytes(const std::string& text, const std::string& flag) {
       "a byte count below 2^62 with an optional K, M or G suffix (powers of 1024)";
   size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 15 || text.size() - digits > 1) bad_flag(flag, text, accepted);
+  // 19 digits fit std::stoull; the bound below decides.
+  if (digits == 0 || digits > 19 || text.size() - digits > 1) bad_flag(flag, text, accepted);
   const size_t value = std::stoull(text.substr(0, digits));
   int shift = 0;
   if (digits < text.size()) {

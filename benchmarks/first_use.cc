@@ -47,9 +47,11 @@ int main(int argc, char** argv) try {
       ->check(CLI::Range(1, 100000));
   KOLO_PARSE_FLAGS(app, argc, argv, "first_use");
   const size_t bytes = kolo::bench::parse_bytes(bytes_text, "--bytes");
-  if (bytes < sizeof(float) || bytes > (size_t{1} << 32))
+  // A first-use latency is a small message's: 256 MiB per rank at most (4 GiB on each of a few
+  // ranks reached the OOM killer before any check).
+  if (bytes < sizeof(float) || bytes > (size_t{256} << 20))
     throw kolo::bench::UsageError(
-        2, "--bytes: '" + bytes_text + "' is not accepted; expected 4 B to 4G");
+        2, "--bytes: '" + bytes_text + "' is not accepted; expected 4 B to 256M");
   auto world = kolo::Communicator::init();
   kolo::bench::require_same_flags(*world, kolo::bench::joined_flags(argc, argv));
   std::vector<float> data(bytes / sizeof(float), 1.0f);

@@ -30,6 +30,7 @@
 #include "benchmarks/cli_checks.h"
 #include "comm/base/cli_parse.h"
 #include "comm/base/error.h"
+#include "comm/base/text.h"
 #include "trainer/config/train_config.h"
 #include "trainer/data/rng.h"
 #include "trainer/kernels/cpu/cpu_backend.h"
@@ -250,10 +251,11 @@ double run_torch(const Options& o) {
   // child's BLAS threads are set through the environment, as kolo's are.
   const std::string threads = std::to_string(o.threads);
   const std::string command =
-      "OPENBLAS_NUM_THREADS=" + threads + " OMP_NUM_THREADS=" + threads + " " + o.python + " " +
-      o.torch_script + " --bench --preset " + o.preset + " --batch " + std::to_string(o.batch) +
-      " --seq " + std::to_string(o.seq) + " --steps " + std::to_string(o.steps) + " --threads " +
-      threads + " --dropout " + std::to_string(o.dropout) + " 2>&1";
+      "OPENBLAS_NUM_THREADS=" + threads + " OMP_NUM_THREADS=" + threads + " " +
+      kolo::shell_quote(o.python) + " " + kolo::shell_quote(o.torch_script) + " --bench --preset " +
+      kolo::shell_quote(o.preset) + " --batch " + std::to_string(o.batch) + " --seq " +
+      std::to_string(o.seq) + " --steps " + std::to_string(o.steps) + " --threads " + threads +
+      " --dropout " + std::to_string(o.dropout) + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return 0;
   double rate = 0;
@@ -319,8 +321,10 @@ int run(const Options& o) {
     if (torch_rate == 0)
       std::printf("# PyTorch run failed (no tokens/s line or a failure status)\n");
   }
+  // Each dtype's step times relative to its first --checkpoint-intervals value's.
+  const std::string versus = "vs ckpt " + std::to_string(o.intervals.front());
   std::printf("%-8s %-9s %5s %12s %12s %14s %12s %10s %9s %7s\n", "impl", "dtype", "ckpt",
-              "ms/step", "tokens/s", "vs torch fp32", "act_mib", "vs ckpt 0", "GFLOP/s",
+              "ms/step", "tokens/s", "vs torch fp32", "act_mib", versus.c_str(), "GFLOP/s",
               device ? "%peak" : "%sgemm");
   auto gflops = [&](double seconds) { return flops / seconds / 1e9; };
   if (torch_rate > 0) {

@@ -2,7 +2,10 @@
 # Runs the allreduce_bw measurements behind docs/performance.md: every run compares kolo with
 # MPI and Gloo in the same process run; each measurement is repeated REPS times (default 5)
 # and scripts/perf_summary.py reports medians. Usage: scripts/perf_runs.sh OUT_DIR [REPS]
-# Takes about 20 minutes on a 2-core machine; keep the machine otherwise idle.
+# Takes roughly 10 minutes on an idle 2-core machine with the default REPS=5 (estimated from
+# docs/performance.md's times: mostly mpirun start-ups and MPI/Gloo at 64-256 MiB, at about
+# 40 s per repetition of the points and a minute per table repetition); keep the machine
+# otherwise idle.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: perf_runs.sh OUT_DIR [REPS]}

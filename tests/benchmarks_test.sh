@@ -72,6 +72,14 @@ expect 2 "-o/--op: 'max' is not accepted; expected no -o/--op with --coll allgat
   "$kolorun" -np 2 "$bw" --coll allgather -o max -b 1K -e 1K
 expect 0 "#wrong in all rows: 0" "$kolorun" -np 2 "$bw" --coll broadcast -b 1K -e 1K -n 1 -w 0 --bound 0
 expect 0 "#wrong: not checked (-c 0)" "$kolorun" -np 2 "$bw" -b 1K -e 1K -n 1 -w 0 --bound 0 -c 0
+# --transport mpi without mpirun: every rank names the cause (rank 0, which holds the store,
+# left at once, and another rank still reading reported the lost store instead).
+if [ -n "$mpirun" ]; then
+  for r in 0 1; do
+    expect 1 "[$r] allreduce_bw: rank $r: kolo invalid argument error: the mpi transport needs one MPI process per rank" \
+      "$kolorun" -np 2 "$bw" -b 1K -e 1K --transport mpi
+  done
+fi
 # Output files: a failed write is an error naming the file (it exited 0 with the figures lost),
 # and one file for both formats is refused (the JSON replaced the CSV).
 expect 1 "--json: writing '/dev/full' failed: No space left on device" \

@@ -104,12 +104,16 @@ std::vector<std::string> store_allgather(
   return values;
 }
 
+void linger_before_verdict(int rank) {
+  if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+}
+
 void require_same_on_every_rank(const std::string& setting,
                                 const std::vector<std::string>& per_rank, int rank,
                                 const std::string& unit) {
   for (size_t r = 0; r < per_rank.size(); ++r) {
     if (per_rank[r] == per_rank[0]) continue;
-    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    linger_before_verdict(rank);
     KOLO_THROW(ErrorCode::kMismatch, setting, " differs between ranks: rank 0 uses ", per_rank[0],
                unit, ", rank ", r, " uses ", per_rank[r], unit,
                " (every rank must use the same value)");

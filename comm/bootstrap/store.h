@@ -83,11 +83,14 @@ std::vector<std::string> store_allgather(
 // overflows, instead of throwing std::invalid_argument out of a server loop.
 int64_t add_to_counter(const std::string& key, const std::string* current, int64_t delta);
 
+// Rank 0 holds the rendezvous store: before it throws a verdict that every rank reaches from the
+// same gathered values, it lingers half a second, so that a rank still reading does not lose
+// the store and report a lost peer instead of the verdict.
+void linger_before_verdict(int rank);
+
 // A setting every rank must share, as each rank reported it (per_rank[r], e.g. gathered through
 // the store): throws kMismatch "<setting> differs between ranks: rank 0 uses A, rank r uses
-// B" on every rank when they differ. Rank 0, which holds the rendezvous store, lingers half a
-// second before throwing, so that a rank still reading does not lose the store and report a
-// lost peer instead of the mismatch.
+// B" on every rank when they differ (rank 0 after linger_before_verdict).
 // `unit` follows each value in the message (" bytes").
 void require_same_on_every_rank(const std::string& setting,
                                 const std::vector<std::string>& per_rank, int rank,

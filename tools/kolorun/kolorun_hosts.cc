@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "comm/base/env.h"
+#include "comm/base/text.h"
 
 namespace kolo::kolorun {
 namespace {
@@ -47,19 +48,6 @@ std::string self_path() {
 
 }  // namespace
 
-std::string shell_quote(const std::string& word) {
-  bool plain = !word.empty();
-  for (char c : word) {
-    const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      std::string_view("_@%+=:,./-").find(c) != std::string_view::npos;
-    plain = plain && safe;
-  }
-  if (plain) return word;
-  std::string quoted = "'";
-  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return quoted + "'";
-}
-
 std::vector<std::string> host_command(const Options& opts, int host) {
   std::vector<std::string> words;
   std::string word;
@@ -92,7 +80,7 @@ std::vector<std::string> host_command(const Options& opts, int host) {
   if (!opts.prefix) tail.push_back("--no-prefix");
   tail.push_back("--");
   for (char* const* arg = opts.cmd.data(); *arg != nullptr; ++arg) tail.emplace_back(*arg);
-  for (const std::string& w : tail) words.push_back(shell_quote(w));
+  for (const std::string& w : tail) words.push_back(kolo::shell_quote(w));
   return words;
 }
 

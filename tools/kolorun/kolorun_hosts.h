@@ -10,10 +10,6 @@
 
 namespace kolo::kolorun {
 
-// `word` as one word for sh: unchanged when it holds only characters that sh takes literally
-// (letters, digits and _@%+=:,./-), else in single quotes, each ' in it written as '\''.
-std::string shell_quote(const std::string& word);
-
 // The argument vector kolorun execs for host `host`: the --rsh template split on spaces with
 // {host} replaced, then, shell-quoted, `env` with the job's secret (KOLO_SECRET, or
 // KOLO_SECRET_FILE as an absolute path when only that is set: ssh does not pass the environment

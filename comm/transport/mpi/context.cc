@@ -146,14 +146,18 @@ std::vector<int> MpiContext::exchange_world_ranks(const ContextOptions& options)
   std::vector<int> world_ranks;
   std::map<int, int> member_of;  // world rank -> first member that has it
   WorldId first = parse_world_id(values[0]);
+  auto refuse_unless = [&](bool ok) {
+    if (!ok) bootstrap::linger_before_verdict(rank_);
+    return ok;
+  };
   for (int r = 0; r < size_; ++r) {
     WorldId id = parse_world_id(values[static_cast<size_t>(r)]);
-    KOLO_CHECK_ARG(id.size == first.size,
+    KOLO_CHECK_ARG(refuse_unless(id.size == first.size),
                    "the mpi transport needs all ranks in one MPI job: ", describe_peer(0),
                    " is in an MPI world of ", first.size, ", ", describe_peer(r), " in one of ",
                    id.size, " (start every rank with one mpirun)");
     auto [it, fresh] = member_of.emplace(id.rank, r);
-    KOLO_CHECK_ARG(fresh, "the mpi transport needs one MPI process per rank, but ",
+    KOLO_CHECK_ARG(refuse_unless(fresh), "the mpi transport needs one MPI process per rank, but ",
                    describe_peer(it->second), " and ", describe_peer(r),
                    " are both MPI world rank ", id.rank, " (start every rank with one mpirun)");
     world_ranks.push_back(id.rank);
