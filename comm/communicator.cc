@@ -132,8 +132,21 @@ std::shared_ptr<bootstrap::Store> connect_store(bootstrap::LaunchInfo info,
              " and the tcp transport accept connections without authentication; anyone who can "
              "reach them can join or read this job (docs/security.md)");
   options->store_on_loopback = net::is_loopback(info.addr);
-  auto store =
-      std::make_shared<bootstrap::TcpStore>(info.addr, info.port, info.rank, timeout, generation);
+  std::shared_ptr<bootstrap::TcpStore> store;
+  try {
+    store =
+        std::make_shared<bootstrap::TcpStore>(info.addr, info.port, info.rank, timeout, generation);
+  } catch (const Error& e) {
+    // Rank 0 hosts the store: an address that reaches no one, or another host, left every rank
+    // waiting with "is the peer running?" and no word of where the address came from.
+    if (e.code() != ErrorCode::kTimeout && e.code() != ErrorCode::kIo) throw;
+    const std::string from = info.addr_var.empty() ? std::string("shared by rank 0 over MPI")
+                                                   : info.addr_var + "=" + info.addr + ", port " +
+                                                         std::to_string(info.port);
+    KOLO_THROW(e.code(), e.message(),
+               ": the rendezvous store, which rank 0 hosts, was not reached (", from,
+               "; it must name rank 0's host, reachable from this one)");
+  }
   if (server) store->host_server(std::move(server));
   return store;
 }
@@ -317,9 +330,15 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
   if (size > 1)
     require_same_choices(*store, rank, size, transport_name(comm->transport_), algorithm, timeout);
   if (size > 1) {
-    // Across hosts, tcp must listen on an address the other hosts can reach.
+    // Across hosts, tcp must listen on an address the other hosts can reach: the one this rank
+    // reaches the store from (the first non-loopback address of the host may be on an
+    // interface the others cannot reach), else that first address.
     const bool remote_peers = topo.cross_size > 1 && !options.store_on_loopback;
-    std::string bind = remote_peers && !env::get("KOLO_TCP_ADDR") ? net::routable_address() : "";
+    std::string bind;
+    if (remote_peers && !env::get("KOLO_TCP_ADDR")) {
+      bind = store->local_address();
+      if (bind.empty() || net::is_loopback(bind)) bind = net::routable_address();
+    }
     transport::ContextOptions ctx{store,
                                   comm->tag_,
                                   rank,

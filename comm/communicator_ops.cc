@@ -130,9 +130,17 @@ Algorithm Communicator::choose_algorithm(Collective collective, size_t bytes,
     for (Algorithm a : {Algorithm::kTree, Algorithm::kHalvingDoubling, Algorithm::kLowLatency,
                         Algorithm::kDirect, Algorithm::kHierarchical})
       if (fits(collective, a, traits, bytes)) accepted += std::string(", ") + algorithm_name(a);
+    // The hierarchical reduce_scatter and allgather need each host's ranks in one block (rank
+    // r on host r / ranks-per-host): with ranks interleaved the transport was blamed.
+    auto blocked = traits;
+    blocked.host_blocks = true;
+    const bool layout = !traits.host_blocks && fits(collective, algorithm, blocked, bytes);
     KOLO_THROW(ErrorCode::kInvalidArgument, collective_name(collective), " of ", bytes,
-               " B: algorithm '", algorithm_name(algorithm), "' is not available with the ",
-               transport_name(transport_), " transport; accepted: ", accepted);
+               " B: algorithm '", algorithm_name(algorithm), "' is not available ",
+               layout ? "here: its ranks are not in one block per host (rank r on host r / "
+                        "ranks per host, each host with as many)"
+                      : std::string("with the ") + transport_name(transport_) + " transport",
+               "; accepted: ", accepted);
   }
   if (algorithm != Algorithm::kAuto) return algorithm;
   if (collective == Collective::kAllreduce)

@@ -2,8 +2,9 @@
 # Tests of scripts/testbed.sh and of kolo across its hosts: a 2-host bed of network namespaces
 # comes up with distinct hostnames, the hosts reach each other, a 2 hosts x 2 ranks
 # allreduce_bw over it is right, a reduced collective sweep passes over tcp (allreduce:
-# hierarchical), over ucx (UCX_TLS=tcp) and over mpi (mpirun), a link taken down mid-collective fails every rank within
-# the deadline, so do the survivors of a host whose ranks are killed, and `down` leaves nothing
+# hierarchical), over ucx (UCX_TLS=tcp) and over mpi (mpirun); a store address that drops SYNs
+# fails at the deadline, tcp listens where the store is reached from, a loopback KOLO_TCP_ADDR
+# across hosts is refused; a link taken down mid-collective fails every rank within the deadline, so do the survivors of a host whose ranks are killed, and `down` leaves nothing
 # behind. Replaces any bed already up.
 # kolorun --hosts starts the ranks of every host from one place through the bed's remote shell.
 # Usage: testbed_test.sh ALLREDUCE_BW KOLO_SWEEP KOLORUN [WITH_UCX]
@@ -96,6 +97,41 @@ timeout 300 "$KOLORUN" --hosts 10.77.0.1:2,10.77.0.2:2 --rsh "$TESTBED rsh {host
   >"$TMP/kolorun_hosts.out" 2>&1
 check "kolorun --hosts across the bed exits 0" test $? -eq 0
 check "kolorun --hosts: 4 ranks, 0 failed" grep -q "^\[0\] .* 0 failed" "$TMP/kolorun_hosts.out"
+
+# A store address that drops every SYN (a firewall): the connect gives up at the deadline (a
+# blocking connect waited out the kernel's ~130 s of SYN retries) and names the variable.
+ip -n kolo-h2 neigh replace 10.77.0.3 lladdr 02:00:00:00:00:99 dev eth0 nud permanent
+start=$(date +%s)
+"$TESTBED" exec kolo-h2 env RANK=1 WORLD_SIZE=2 MASTER_ADDR=10.77.0.3 KOLO_SECRET="$secret" \
+  KOLO_TIMEOUT_SECONDS=4 timeout 120 "$BENCH" -b 1K -e 1K -n 1 >"$TMP/blackhole.out" 2>&1
+elapsed=$(($(date +%s) - start))
+check "blackholed store: gives up within the deadline (took $elapsed s)" test "$elapsed" -lt 15
+check "blackholed store: names MASTER_ADDR and rank 0's store" \
+  grep -q "the rendezvous store, which rank 0 hosts, was not reached (MASTER_ADDR=10.77.0.3" \
+  "$TMP/blackhole.out"
+# A host whose first non-loopback address the others cannot reach (an address on lo): the tcp
+# transport listens where this rank reaches the store from (the first address was advertised,
+# and the other host waited out its deadline).
+ip -n kolo-h1 addr add 192.168.99.1/32 dev lo
+run_2x1() {
+  local name=$1 pids=() rank failures=0
+  shift
+  for rank in 0 1; do
+    "$TESTBED" exec "kolo-h$((rank + 1))" env RANK=$rank WORLD_SIZE=2 MASTER_ADDR=10.77.0.1 \
+      MASTER_PORT=29501 KOLO_SECRET="$secret" KOLO_TIMEOUT_SECONDS=8 "$@" \
+      >"$TMP/$name.rank$rank" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || failures=$((failures + 1)); done
+  return "$failures"
+}
+run_2x1 autoaddr timeout 60 "$BENCH" -b 1K -e 64K -n 2
+check "a stray address on h1's lo: the 2-host job runs" test $? -eq 0
+ip -n kolo-h1 addr del 192.168.99.1/32 dev lo
+# KOLO_TCP_ADDR on loopback in a job across hosts: refused naming it (every rank waited).
+run_2x1 tcp_lo env KOLO_TCP_ADDR=127.0.0.1 timeout 60 "$BENCH" -b 1K -e 1K -n 1
+check "KOLO_TCP_ADDR=127.0.0.1 across hosts is refused" grep -q \
+  "KOLO_TCP_ADDR=127.0.0.1 is a loopback address, but the job spans hosts" "$TMP/tcp_lo.rank0"
 
 # A link taken down mid-collective: every rank fails within the deadline (10 s without
 # progress) and says which peer it lost or waited for.

@@ -31,6 +31,9 @@ class Store {
                           std::chrono::milliseconds /*timeout*/) {
     set(key, value);
   }
+  // This process's end of its connection to the store ("" where there is none): an address on
+  // the interface that routes to rank 0's host, which the other hosts are likely to reach too.
+  virtual std::string local_address() { return ""; }
 };
 
 // Ranks as threads: one MemoryStore shared by every rank's Communicator.
@@ -54,6 +57,7 @@ class PrefixStore : public Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
+  std::string local_address() override { return base_->local_address(); }
   void set_within(const std::string& key, const std::string& value,
                   std::chrono::milliseconds timeout) override {
     base_->set_within(prefix_ + "/" + key, value, timeout);

@@ -209,7 +209,13 @@ std::string TcpStore::request(uint8_t cmd, const std::string& key, const std::st
     if (e.code() == ErrorCode::kTimeout)
       KOLO_THROW(ErrorCode::kTimeout, "store key '", key, "' was not set within ", timeout.count(),
                  " ms (a rank did not arrive; KOLO_TIMEOUT_SECONDS)");
-    KOLO_THROW(e.code(), "rendezvous store at ", host_, ":", port_, ": ", e.what());
+    // The store lives in rank 0's process: a closed connection means rank 0 left (failed or
+    // exited); its own error says why.
+    KOLO_THROW(e.code(), "rendezvous store at ", host_, ":", port_, ": ", e.what(),
+               e.code() == ErrorCode::kPeerLost && rank_ != 0
+                   ? " (lost rank 0, which hosts it: its process exited or failed; rank 0's "
+                     "error says why)"
+                   : "");
   }
 }
 
@@ -224,6 +230,15 @@ void TcpStore::set_within(const std::string& key, const std::string& value,
 
 std::string TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   return request(kGet, key, "", timeout);
+}
+
+std::string TcpStore::local_address() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    return sock_.valid() ? sock_.local_address() : std::string();
+  } catch (const Error&) {
+    return {};
+  }
 }
 
 int64_t TcpStore::add(const std::string& key, int64_t delta) {

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <thread>
 
 #include "comm/base/error.h"
@@ -100,24 +102,50 @@ Socket Socket::listen(const std::string& host, int port, int backlog) {
   return sock;
 }
 
+namespace {
+
+// Errors after which a later attempt may succeed: nothing listens yet, or the route or the host
+// is not up yet (a link that comes up late). Anything else (a bad address) fails at once.
+bool retryable(int error) {
+  return error == ECONNREFUSED || error == ETIMEDOUT || error == EINTR || error == ECONNRESET ||
+         error == EAGAIN || error == EHOSTUNREACH || error == ENETUNREACH;
+}
+
+}  // namespace
+
+// Non-blocking, so that an address that drops the SYN (a firewall) is given up at the deadline
+// instead of after the kernel's two minutes of SYN retries.
 Socket Socket::connect(const std::string& host, int port, Deadline deadline) {
   sockaddr_in addr = resolve(host, port);
   auto backoff = std::chrono::milliseconds(1);
+  int last_error = 0;
   while (true) {
-    Socket sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    Socket sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!sock.valid()) KOLO_THROW_ERRNO("socket");
-    if (::connect(sock.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-      sock.set_nonblocking();
+    int error = 0;
+    if (::connect(sock.fd(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      error = errno;
+      if (error == EINPROGRESS) {
+        if (wait_ready(sock.fd(), POLLOUT, deadline)) {
+          socklen_t len = sizeof error;
+          if (::getsockopt(sock.fd(), SOL_SOCKET, SO_ERROR, &error, &len) != 0) error = errno;
+        } else {
+          error = ETIMEDOUT;  // no answer at all before the deadline
+        }
+      }
+    }
+    if (error == 0) {
       sock.set_nodelay();
       sock.peer_ = format(addr);
       return sock;
     }
-    if (errno != ECONNREFUSED && errno != ETIMEDOUT && errno != EINTR && errno != ECONNRESET &&
-        errno != EAGAIN)
-      KOLO_THROW_ERRNO("connect to ", format(addr));
+    errno = error;
+    if (!retryable(error)) KOLO_THROW_ERRNO("connect to ", format(addr));
+    last_error = error;
     if (Clock::now() + backoff >= deadline)
       KOLO_THROW(ErrorCode::kTimeout, "could not connect to ", format(addr),
-                 " before the deadline (is the peer running? KOLO_TIMEOUT_SECONDS)");
+                 " before the deadline (", std::strerror(last_error),
+                 "; is the peer running and reachable? KOLO_TIMEOUT_SECONDS)");
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
   }

@@ -30,7 +30,8 @@ class Socket {
 
   // Binds host:port (port 0 picks a free one; host "" or "0.0.0.0" binds every interface).
   static Socket listen(const std::string& host, int port, int backlog = 128);
-  // Connects, retrying refused connections (the peer may not listen yet) until the deadline.
+  // Connects, retrying while nothing listens yet or the host is unreachable (its link may come
+  // up late) until the deadline; an address that never answers is given up at the deadline.
   static Socket connect(const std::string& host, int port, Deadline deadline);
 
   // Waits for one connection until the deadline; an invalid Socket on timeout.

@@ -111,7 +111,25 @@ void TcpContext::connect_mesh(const ContextOptions& options) {
   net::Deadline deadline = net::deadline_after(options.timeout);
   std::string host = choose_host(options);
   net::require_secret_for(host, "the tcp transport of rank " + std::to_string(rank_));
-  net::Socket listener = net::Socket::listen(host, 0);
+  const auto tcp_addr = options.bind_host.empty() ? env::get("KOLO_TCP_ADDR") : std::nullopt;
+  if (tcp_addr) {
+    // Ranks on other hosts cannot dial it: every rank waited out its deadline.
+    auto store = env::get("KOLO_ADDR");
+    if (!store) store = env::get("MASTER_ADDR");
+    KOLO_CHECK_ARG(
+        options.hosts.empty() || !net::is_loopback(host) || !store || net::is_loopback(*store),
+        "KOLO_TCP_ADDR=", *tcp_addr,
+        " is a loopback address, but the job spans hosts (its store is at ", *store,
+        "): give an address of this host that the others reach, or leave it unset");
+  }
+  net::Socket listener;
+  try {
+    listener = net::Socket::listen(host, 0);
+  } catch (const Error& e) {
+    if (!tcp_addr) throw;
+    KOLO_THROW(e.code(), "KOLO_TCP_ADDR=", *tcp_addr, ": ", e.message(),
+               " (it must be an address of this host)");
+  }
   listener.set_buffer_sizes(buffer_bytes_);  // accepted sockets inherit the sizes
   address_ = advertised_host(host) + ":" + std::to_string(listener.local_port());
   options.store->set("tcp/" + std::to_string(rank_), address_);
