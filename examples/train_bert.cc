@@ -42,9 +42,10 @@ namespace kt = kolo::trainer;
 using kt::Job;
 using train_bert::check_kolo_keys;
 using train_bert::check_resume_settings;
-using train_bert::max_windows_of;
 using train_bert::model_config;
 using train_bert::phase_config;
+using train_bert::phase_settings;
+using train_bert::PhaseSettings;
 using train_bert::seq_len_of;
 
 namespace {
@@ -180,26 +181,25 @@ DeviceChoice choose_device(const std::string& device, const Job& job) {
 }
 
 // Trains `model` for the phase's epochs on `train` (this rank's slice of every global batch);
-// evaluate() runs after every epoch, the phase's end saved before the last one. Ends with the
-// phase's summary line on every rank.
+// evaluate() runs after every epoch (unless kolo.<phase>.evaluate is false), the phase's end
+// saved before the last one. Ends with the phase's summary line on every rank.
 template <typename Evaluate>
 int64_t train_phase(const Job& job, const DeviceChoice& device, kt::Bert& model,
-                    kt::TokenBatcher& train, const kt::TrainConfig& config, const std::string& name,
+                    kt::TokenBatcher& train, const kt::TrainConfig& config,
+                    const PhaseSettings& settings, const std::string& name,
                     const Checkpointing& checkpoints, Evaluate evaluate) {
-  const kt::JsonSection phase = config.kolo.section(name);
-  const int64_t epochs = phase.get_int("epochs", 1, kt::Range::at_least(0));
+  const int64_t epochs = settings.epochs;
   const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
   const int64_t per_epoch = static_cast<int64_t>(train.batches_per_epoch()) / accumulation;
   KOLO_CHECK_ARG(per_epoch > 0 || epochs == 0, name, ": ", train.examples(),
                  " sequences do not fill one global batch of ", config.batch.train_batch_size,
                  " (train_batch_size) over ", job.world(), " ranks");
   // max_steps (0: no limit) cuts a phase short, for smoke tests and quick looks.
-  const int64_t max_steps = phase.get_int("max_steps", 0, kt::Range::at_least(0));
+  const int64_t max_steps = settings.max_steps;
   const int64_t total =
       max_steps > 0 ? std::min(per_epoch * epochs, max_steps) : per_epoch * epochs;
   const uint64_t seed =
-      kt::mix_seed(static_cast<uint64_t>(config.kolo.get_int("seed", 1, kt::Range::at_least(0))),
-                   std::hash<std::string>{}(name));
+      kt::mix_seed(static_cast<uint64_t>(settings.seed), std::hash<std::string>{}(name));
   model.set_checkpoint_interval(config.activation_checkpointing.interval(model.config().layers));
   kt::DataParallel parallel(job.comm, model, config.zero, accumulation, device.engine);
   parallel.set_predivide(config.gradient_predivide());
@@ -305,7 +305,7 @@ int64_t train_phase(const Job& job, const DeviceChoice& device, kt::Bert& model,
     progress.message(name + ": epoch " + std::to_string(epoch + 1) + " done");
     // The phase's end is saved before its last evaluation, which cannot then lose it.
     if (loop.done() >= total || epoch + 1 >= epochs) save(epoch, steps);
-    if (!phase.get_bool("evaluate", true)) continue;  // a large model's quick look
+    if (!settings.evaluate) continue;  // a large model's quick look
     // Stage 3: the whole model for evaluation (ranks evaluate different numbers of batches).
     parallel.gather_all_params();
     evaluate(progress);
@@ -340,6 +340,8 @@ int run(Job job, const Args& args) {
   bert.num_labels = 2;
   const kt::TrainConfig pre = phase_config(base, "pretrain", args.overrides, job.lead());
   const kt::TrainConfig fine = phase_config(base, "finetune", args.overrides, job.lead());
+  const PhaseSettings pre_settings = phase_settings(pre, "pretrain");
+  const PhaseSettings fine_settings = phase_settings(fine, "finetune");
   kt::DataParallel::check(pre.zero);
   kt::DataParallel::check(fine.zero);
   check_device(args.device);
@@ -455,7 +457,7 @@ int run(Job job, const Args& args) {
   const bool run_pretrain =
       (args.phase == "both" || args.phase == "pretrain") && resume_phase != "finetune";
   if (run_pretrain) {
-    const size_t windows = static_cast<size_t>(max_windows_of(pre));
+    const size_t windows = static_cast<size_t>(pre_settings.max_windows);
     kt::TokenBatcher train(kt::mlm_examples(corpus.train, vocab, seq, windows), vocab,
                            kt::TokenTask::kMlm,
                            batcher_options(pre, pre.batch.micro_batch_size, true, seed, &job));
@@ -463,7 +465,7 @@ int run(Job job, const Args& args) {
                           batcher_options(pre, 64, false, seed + 1));
     Checkpointing phase = checkpoints;
     if (resume_phase == "pretrain") phase.resume = resume_folder;
-    pretrain_steps = train_phase(job, device, model, train, pre, "pretrain", phase,
+    pretrain_steps = train_phase(job, device, model, train, pre, pre_settings, "pretrain", phase,
                                  [&](kt::ProgressPrinter& p) { report_mlm(job, model, test, p); });
     if (save) model.save(args.save_dir + "/pretrained.safetensors");
   }
@@ -477,7 +479,7 @@ int run(Job job, const Args& args) {
     Checkpointing phase = checkpoints;
     phase.global_offset = run_pretrain ? pretrain_steps : resume_offset;
     if (resume_phase == "finetune") phase.resume = resume_folder;
-    train_phase(job, device, model, train, fine, "finetune", phase,
+    train_phase(job, device, model, train, fine, fine_settings, "finetune", phase,
                 [&](kt::ProgressPrinter& p) { report_classification(job, model, test, p); });
     if (save) model.save(args.save_dir + "/finetuned.safetensors");
   }
@@ -490,7 +492,7 @@ int run(Job job, const Args& args) {
 }  // namespace
 
 // A path option given as "" is refused, not taken as "not given" (a fresh run into an earlier
-// run's --save folder would replace its checkpoints).
+// run's --save folder would replace its checkpoints; --config "" ran without a config file).
 const CLI::Validator kNotEmpty(
     [](std::string& s) { return s.empty() ? std::string("the path is empty") : ""; }, "");
 
@@ -527,7 +529,8 @@ int main(int argc, char** argv) {
                  "optimizer step on the GPU")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  for (const char* option : {"--save", "--resume", "--load"})  // "" (an unset shell variable)
+  // "" (an unset shell variable) is refused naming the flag.
+  for (const char* option : {"--config", "--data", "--save", "--resume", "--load"})
     app.get_option(option)->check(kNotEmpty);
   KOLO_PARSE_FLAGS(app, argc, argv, "train_bert");
   // Rank and size from the launcher (mpirun, kolorun, torchrun-style variables, Slurm); a

@@ -14,8 +14,13 @@ kt::TrainConfig phase_config(const kt::TrainConfig& base, const std::string& pha
                              const std::vector<std::string>& overrides, bool print) {
   nlohmann::json json = base.raw;
   const kt::JsonSection set = base.kolo.section(phase).section("set");
-  for (const auto& [key, value] : set.json().items())
-    kt::apply_override(json, key + "=" + value.dump());
+  for (const auto& [key, value] : set.json().items()) {
+    try {
+      kt::apply_override(json, key + "=" + value.dump());
+    } catch (const kolo::Error& e) {  // which section the override came from
+      KOLO_THROW(e.code(), set.path(), ": ", e.message());
+    }
+  }
   for (const std::string& o : overrides) kt::apply_override(json, o);
   kt::TrainConfig config = kt::parse_train_config(json, base.world_size, false);
   // Unknown keys the phase's set brought in (the base config's are reported already).
@@ -42,6 +47,17 @@ kt::TrainConfig phase_config(const kt::TrainConfig& base, const std::string& pha
                  ".set: kolo.model must be the same in every phase (one model trains in both): ",
                  model.dump(), " here, ", base_model.dump(), " in the base config");
   return config;
+}
+
+PhaseSettings phase_settings(const kt::TrainConfig& config, const std::string& phase) {
+  const kt::JsonSection section = config.kolo.section(phase);
+  PhaseSettings s;
+  s.epochs = section.get_int("epochs", s.epochs, kt::Range::at_least(0));
+  s.max_steps = section.get_int("max_steps", s.max_steps, kt::Range::at_least(0));
+  s.evaluate = section.get_bool("evaluate", s.evaluate);
+  s.max_windows = max_windows_of(config);
+  s.seed = config.kolo.get_int("seed", s.seed, kt::Range::at_least(0));
+  return s;
 }
 
 // kolo.model: a preset name, or a Hugging Face style config object (docs/trainer.md).

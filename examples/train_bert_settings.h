@@ -17,6 +17,18 @@ namespace kt = kolo::trainer;
 kt::TrainConfig phase_config(const kt::TrainConfig& base, const std::string& phase,
                              const std::vector<std::string>& overrides, bool print);
 
+// A phase's kolo.<phase> settings (and kolo.seed), read from the phase's config before the
+// rendezvous: a bad one found when its phase starts stopped the run after the earlier phase had
+// trained, or after the phase's first epoch (evaluate).
+struct PhaseSettings {
+  int64_t epochs = 1;
+  int64_t max_steps = 0;  // 0: no limit
+  bool evaluate = true;   // after every epoch
+  int64_t max_windows = 2;
+  int64_t seed = 1;
+};
+PhaseSettings phase_settings(const kt::TrainConfig& config, const std::string& phase);
+
 // kolo.model: a preset name, or a Hugging Face style config object (docs/trainer.md).
 kt::BertConfig model_config(const kt::TrainConfig& config);
 

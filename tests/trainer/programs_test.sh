@@ -3,7 +3,8 @@
 # reach 96% test accuracy; train_bert runs a few steps of both phases, saves, reloads and
 # fine-tunes again, printing every metric; both run data-parallel on 2 ranks under kolorun;
 # ZeRO stages 2 (the default config) and 3 with activation checkpointing; bad batch sizes and
-# unknown ZeRO stages are refused; ranks with different settings stop naming the key.
+# unknown ZeRO stages are refused; ranks with different settings stop naming the key; empty path
+# flags, bad phase settings and oversized batches are refused before any work.
 # Usage: programs_test.sh BUILD_DIR
 # SOURCE_DIR
 set -euo pipefail
@@ -68,6 +69,37 @@ rc=0
 "$build/examples/train_mnist" --threads 5000 2>"$out/usage.log" || rc=$?
 { test "$rc" = 2 && grep -q "train_mnist: --threads: Value 5000 not in range 0 to 1024" "$out/usage.log"; } ||
   { cat "$out/usage.log"; exit 1; }
+# A path flag given as "" (an unset shell variable) is a usage error naming the flag: --config ""
+# ran without a config file, --data "" read the default data folder.
+for program in train_mnist train_bert; do
+  for flag in --config --data; do
+    rc=0
+    "$build/examples/$program" "$flag" "" 2>"$out/empty.log" || rc=$?
+    { test "$rc" = 2 && grep -q -- "$program: $flag: the path is empty" "$out/empty.log"; } ||
+      { echo "$program $flag \"\": exit $rc"; cat "$out/empty.log"; exit 1; }
+  done
+done
+# Every phase setting is checked before the data and the model (a bad kolo.finetune one stopped
+# the run after the whole pretraining phase, a bad evaluate after the phase's first epoch).
+for bad in kolo.finetune.max_steps=-1 kolo.finetune.epochs=-2 kolo.pretrain.evaluate=maybe \
+  kolo.finetune.evaluate=maybe; do
+  rc=0
+  "$build/examples/train_bert" --set kolo.pretrain.max_steps=1 --set "$bad" >"$out/late.log" 2>&1 ||
+    rc=$?
+  { test "$rc" = 1 && grep -q "${bad%%=*}" "$out/late.log" && ! grep -q "BERT L" "$out/late.log"; } ||
+    { echo "$bad: exit $rc"; cat "$out/late.log"; exit 1; }
+done
+# An override of a phase's set says which section it came from.
+rc=0
+"$build/examples/train_bert" --set 'kolo.finetune.set={"optimizer..lr": 1}' 2>"$out/set.log" || rc=$?
+{ test "$rc" = 1 && grep -q "kolo.finetune.set: config override 'optimizer..lr=1': empty key" \
+  "$out/set.log"; } || { cat "$out/set.log"; exit 1; }
+# train_mnist checks the batch against the data before it allocates the model's activations
+# (a train_batch_size of 5e8 failed in the allocator, naming no setting).
+rc=0
+"$build/examples/train_mnist" --set train_batch_size=5e8 2>"$out/batch.log" || rc=$?
+{ test "$rc" = 1 && grep -q "do not fill one global batch of 500000000 (train_batch_size)" \
+  "$out/batch.log"; } || { cat "$out/batch.log"; exit 1; }
 # Ranks whose settings differ (here the optimizer: rank 1 would write SGD's state into a
 # checkpoint indexed as AdamW's) stop right after the rendezvous, every rank naming the key
 # (started torchrun-style, so that kolorun does not stop one before it has printed).

@@ -17,6 +17,16 @@ std::string number_text(double v) {
   return out.str();
 }
 
+// `value` (read at `where`, in `range`) checked as float32: see JsonSection::get_float.
+void check_float32(const std::string& where, const nlohmann::json& written, double value,
+                   const Range& range) {
+  const float f = static_cast<float>(value);
+  const bool kept = std::isfinite(f) && (f != 0) == (value != 0) && range.contains(f);
+  KOLO_CHECK_ARG(kept, where, ": ", written.dump(), " becomes ", number_text(f),
+                 " in float32, which the trainer computes with (accepted: ", range.text(),
+                 ", and nonzero values between 1.4e-45 and 3.4e+38 in magnitude)");
+}
+
 }  // namespace
 
 bool Range::contains(double v) const {
@@ -67,6 +77,22 @@ double JsonSection::get_double(std::string_view key, double fallback, Range rang
   KOLO_CHECK_ARG(std::isfinite(d) && range.contains(d), key_path(key), ": ",
                  range.out_of_range(v->dump()));
   return d;
+}
+
+double JsonSection::get_float(std::string_view key, double fallback, Range range) const {
+  const double d = get_double(key, fallback, range);
+  if (const nlohmann::json* v = find(key)) check_float32(key_path(key), *v, d, range);
+  return d;
+}
+
+std::vector<double> JsonSection::get_floats(std::string_view key,
+                                            const std::vector<double>& fallback, size_t count,
+                                            Range range) const {
+  std::vector<double> out = get_doubles(key, fallback, count, range);
+  if (const nlohmann::json* v = find(key))
+    for (size_t i = 0; i < count; ++i)
+      check_float32(key_path(key) + "[" + std::to_string(i) + "]", (*v)[i], out[i], range);
+  return out;
 }
 
 int64_t JsonSection::get_int(std::string_view key, int64_t fallback, Range range) const {

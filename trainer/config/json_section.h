@@ -45,6 +45,12 @@ class JsonSection {
   // throws kolo::Error(kInvalidArgument) naming path.key, the value and what is accepted.
   int64_t get_int(std::string_view key, int64_t fallback, Range range = Range::any()) const;
   double get_double(std::string_view key, double fallback, Range range = Range::any()) const;
+  // A number the trainer computes with in float32 (a learning rate, a loss scale, eps): also
+  // refused when float32 turns it into another value's meaning: a nonzero one into 0
+  // (1e-50), or one into infinity or out of `range` (0.9999999999 becomes 1).
+  double get_float(std::string_view key, double fallback, Range range = Range::any()) const;
+  std::vector<double> get_floats(std::string_view key, const std::vector<double>& fallback,
+                                 size_t count, Range range = Range::any()) const;
   bool get_bool(std::string_view key, bool fallback) const;
   std::string get_string(std::string_view key, const std::string& fallback,
                          const std::vector<std::string>& allowed = {}) const;

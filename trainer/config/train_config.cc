@@ -39,15 +39,15 @@ Fp16Config parse_fp16(const JsonSection& s) {
   c.enabled = s.get_bool("enabled", c.enabled);
   // The scaler keeps its scale in fp32: a larger one would become infinity there.
   constexpr double kMaxScale = std::numeric_limits<float>::max();
-  c.loss_scale = s.get_double("loss_scale", c.loss_scale, Range::closed(0, kMaxScale));
+  c.loss_scale = s.get_float("loss_scale", c.loss_scale, Range::closed(0, kMaxScale));
   c.initial_scale_power =
       s.get_int("initial_scale_power", c.initial_scale_power, Range::closed(0, 64));
   c.loss_scale_window = s.get_int("loss_scale_window", c.loss_scale_window, Range::at_least(1));
   c.hysteresis = s.get_int("hysteresis", c.hysteresis, Range::at_least(1));
   c.consecutive_hysteresis = s.get_bool("consecutive_hysteresis", c.consecutive_hysteresis);
   const double initial = std::ldexp(1.0, static_cast<int>(c.initial_scale_power));
-  c.min_loss_scale = s.get_double("min_loss_scale", c.min_loss_scale,
-                                  {0, c.loss_scale > 0 ? kMaxScale : initial, false, true});
+  c.min_loss_scale = s.get_float("min_loss_scale", c.min_loss_scale,
+                                 {0, c.loss_scale > 0 ? kMaxScale : initial, false, true});
   return c;
 }
 
@@ -96,12 +96,12 @@ OptimizerConfig parse_optimizer(const JsonSection& s) {
   c.type = t == "adamw" ? OptimizerType::kAdamW
                         : (t == "adam" ? OptimizerType::kAdam : OptimizerType::kSgd);
   const JsonSection p = s.section("params");
-  c.lr = p.get_double("lr", c.lr, Range::above(0));
-  c.weight_decay = p.get_double("weight_decay", c.type == OptimizerType::kAdamW ? 0.01 : 0.0,
-                                Range::at_least(0));
+  c.lr = p.get_float("lr", c.lr, Range::above(0));
+  c.weight_decay =
+      p.get_float("weight_decay", c.type == OptimizerType::kAdamW ? 0.01 : 0.0, Range::at_least(0));
   if (c.type == OptimizerType::kSgd) {
     p.warn_unknown({"lr", "weight_decay", "momentum", "nesterov"});
-    c.momentum = p.get_double("momentum", c.momentum, Range::half_open(0, 1));
+    c.momentum = p.get_float("momentum", c.momentum, Range::half_open(0, 1));
     c.nesterov = p.get_bool("nesterov", c.nesterov);
     KOLO_CHECK_ARG(!c.nesterov || c.momentum > 0, p.key_path("nesterov"), ": true needs ",
                    p.key_path("momentum"), " > 0");
@@ -114,10 +114,10 @@ OptimizerConfig parse_optimizer(const JsonSection& s) {
     p.warn_unknown({"lr", "weight_decay", "betas", "eps"});
   }
   const std::vector<double> betas =
-      p.get_doubles("betas", {c.beta1, c.beta2}, 2, Range::half_open(0, 1));
+      p.get_floats("betas", {c.beta1, c.beta2}, 2, Range::half_open(0, 1));
   c.beta1 = betas[0];
   c.beta2 = betas[1];
-  c.eps = p.get_double("eps", c.eps, Range::above(0));
+  c.eps = p.get_float("eps", c.eps, Range::above(0));
   return c;
 }
 
@@ -150,8 +150,8 @@ SchedulerConfig parse_scheduler(const JsonSection& s) {
                                       "warmup_type"};
     if (decay) known.push_back("total_num_steps");
     p.warn_unknown(known);
-    c.warmup_min_lr = p.get_double("warmup_min_lr", c.warmup_min_lr, Range::at_least(0));
-    c.warmup_max_lr = p.get_double("warmup_max_lr", c.warmup_max_lr, Range::at_least(0));
+    c.warmup_min_lr = p.get_float("warmup_min_lr", c.warmup_min_lr, Range::at_least(0));
+    c.warmup_max_lr = p.get_float("warmup_max_lr", c.warmup_max_lr, Range::at_least(0));
     if (!decay) return c;
   }
   // The log warm-up needs two steps at least (DeepSpeed raises it to 2 as well).
@@ -244,7 +244,9 @@ TrainConfig parse_train_config(const nlohmann::json& config, int world_size, boo
                                 optional_int(root, "train_micro_batch_size_per_gpu"),
                                 optional_int(root, "gradient_accumulation_steps"), world_size);
   c.fp16 = parse_fp16(root.section("fp16"));
-  // DeepSpeed accepts "bfloat16" as another name of the bf16 section.
+  // DeepSpeed accepts "bfloat16" as another name of the bf16 section; with both, bf16 counts.
+  if (root.has("bf16") && root.has("bfloat16"))
+    c.warnings.push_back("both 'bf16' and 'bfloat16' are given: 'bfloat16' is ignored");
   const JsonSection bf16 = root.section(root.has("bf16") ? "bf16" : "bfloat16");
   bf16.warn_unknown({"enabled"});
   c.bf16 = bf16.get_bool("enabled", false);
@@ -255,7 +257,7 @@ TrainConfig parse_train_config(const nlohmann::json& config, int world_size, boo
   c.scheduler = parse_scheduler(root.section("scheduler"));
   c.gradient_clipping = root.get_double("gradient_clipping", 0.0, Range::at_least(0));
   c.prescale_gradients = root.get_bool("prescale_gradients", false);
-  c.gradient_predivide_factor = root.get_double("gradient_predivide_factor", 1.0, Range::above(0));
+  c.gradient_predivide_factor = root.get_float("gradient_predivide_factor", 1.0, Range::above(0));
   c.activation_checkpointing = parse_checkpointing(root, c.warnings);
   c.steps_per_print = root.get_int("steps_per_print", c.steps_per_print, Range::at_least(1));
   c.kolo = JsonSection(config.contains("kolo") ? config["kolo"] : nlohmann::json::object(), "kolo");
@@ -377,6 +379,9 @@ void apply_override(nlohmann::json& config, std::string_view assignment) {
 TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& overrides,
                               int world_size, bool print_warnings) {
   nlohmann::json config = path.empty() ? nlohmann::json::object() : read_config_file(path);
+  // Named here: an override's path, or the sections' reads, would blame themselves.
+  KOLO_CHECK_ARG(config.is_object(), "config file ", path, ": expected a JSON object, got ",
+                 config.type_name());
   for (const std::string& o : overrides) apply_override(config, o);
   return parse_train_config(config, world_size, print_warnings);
 }

@@ -34,8 +34,8 @@ std::filesystem::path Vocab::path_in(const std::filesystem::path& data_dir) {
 
 Vocab Vocab::load(const std::filesystem::path& data_dir) {
   const std::filesystem::path path = path_in(data_dir);
-  const nlohmann::json json = parse_json_or_discarded(read_data_file(path, "BERT vocabulary"),
-                                                      "vocabulary " + path.string());
+  const nlohmann::json json =
+      parse_json(read_data_file(path, "BERT vocabulary"), "vocabulary " + path.string());
   KOLO_CHECK_ARG(json.is_array(), "vocabulary ", path.string(), " is not a JSON array");
   std::vector<std::string> tokens;
   tokens.reserve(json.size());

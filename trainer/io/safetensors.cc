@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "comm/base/error.h"
 #include "comm/base/text.h"
@@ -214,8 +215,7 @@ void SafetensorsFile::parse(size_t file_bytes) {
                  path_, ": header length ", header_len, " exceeds the file (", file_bytes,
                  " bytes) or 100 MiB");
   const char* text = reinterpret_cast<const char*>(buffer_.data() + 8);
-  nlohmann::json header =
-      parse_json_or_discarded(std::string_view(text, header_len), path_ + ": header");
+  nlohmann::json header = parse_json(std::string_view(text, header_len), path_ + ": header");
   KOLO_CHECK_ARG(header.is_object(), path_, ": header is not a JSON object");
   const size_t data_start = 8 + header_len;
   const uint8_t* data = buffer_.size() == file_bytes ? buffer_.data() + data_start : nullptr;
@@ -228,13 +228,20 @@ void SafetensorsFile::parse(size_t file_bytes) {
       entries_.push_back(parse_entry(it.key(), *it, data, data_start, data_bytes, path_));
     }
   }
-  std::sort(entries_.begin(), entries_.end(),
-            [](const Entry& a, const Entry& b) { return a.offset < b.offset; });
-  // Tensors may not share bytes: a crafted header could alias one tensor onto another.
-  for (size_t i = 1; i < entries_.size(); ++i)
-    KOLO_CHECK_ARG(entries_[i].offset >= entries_[i - 1].offset + entries_[i - 1].bytes, path_,
-                   ": tensors '", entries_[i - 1].name, "' and '", entries_[i].name,
-                   "' overlap in the data section");
+  // File order; at one offset an empty tensor first (it holds no bytes), then by name, so that
+  // the order does not depend on the header's.
+  std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.offset, a.bytes, a.name) < std::tie(b.offset, b.bytes, b.name);
+  });
+  // Tensors may not share bytes: a crafted header could alias one tensor onto another. An empty
+  // tensor shares none, wherever its offsets point.
+  const Entry* last = nullptr;  // the previous non-empty tensor
+  for (const Entry& e : entries_) {
+    if (e.bytes == 0) continue;
+    KOLO_CHECK_ARG(last == nullptr || e.offset >= last->offset + last->bytes, path_, ": tensors '",
+                   last->name, "' and '", e.name, "' overlap in the data section");
+    last = &e;
+  }
 }
 
 const SafetensorsFile::Entry* SafetensorsFile::get(const std::string& name) const {

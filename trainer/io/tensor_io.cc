@@ -91,6 +91,17 @@ LoadReport load_layout(const std::string& path, const ParamLayout& layout, void*
     for (const ParamInfo& p : layout.params()) known = known || p.name == e.name;
     if (!known) report.unexpected.push_back(e.name);
   }
+  // A non-strict load still needs one tensor of the layout: a file that matches none (its names
+  // under another prefix, a different model's) would leave every weight at its initialisation.
+  if (report.loaded.empty() && !layout.params().empty()) {
+    const std::string& wanted = layout.params().front().name;
+    KOLO_CHECK_ARG(!file.tensors().empty(), path, ": holds no tensors (the model has ",
+                   layout.params().size(), ", e.g. '", wanted, "')");
+    KOLO_THROW(ErrorCode::kInvalidArgument, path, ": none of its ", file.tensors().size(),
+               " tensors is one of the model's ", layout.params().size(), " (the file has e.g. '",
+               file.tensors().front().name, "', the model '", wanted,
+               "'): the names differ (another prefix, another model's file?)");
+  }
   if (strict) {
     KOLO_CHECK_ARG(report.missing.empty(), path, ": missing tensors: ", join_text(report.missing));
     KOLO_CHECK_ARG(report.unexpected.empty(), path,

@@ -39,7 +39,8 @@ struct LoadReport {
 // Reads the tensors of `layout` from `path` into the flat host buffer `data` (in `dtype`),
 // converting from the file's dtype. Shapes must match exactly. strict: a missing or unexpected
 // tensor is an error naming them all; otherwise they are reported (e.g. a classifier head that
-// a pretrained MLM checkpoint lacks).
+// a pretrained MLM checkpoint lacks), but a file that holds none of the layout's tensors is an
+// error naming it in either mode.
 LoadReport load_layout(const std::string& path, const ParamLayout& layout, void* data, DType dtype,
                        bool strict = true);
 
