@@ -35,6 +35,11 @@ class Error : public std::runtime_error {
 };
 
 namespace detail {
+// "dtype 15": the name of an enum value that its name table lacks (an integer cast to the enum
+// without a check), for the enums' name functions, which must not read past their tables. The
+// text lives until the process ends.
+const char* unnamed_value(const char* kind, int value);
+
 template <typename... Args>
 std::string concat(const Args&... args) {
   std::ostringstream out;

@@ -1,6 +1,8 @@
 // Names and the parser of ReduceOp.
 #include "comm/base/reduce_op.h"
 
+#include <iterator>
+
 #include "comm/base/error.h"
 #include "comm/base/names.h"
 
@@ -22,7 +24,9 @@ void check_op_and_dtype(ReduceOp op, DType dtype, std::string_view what) {
 
 const char* op_name(ReduceOp op) {
   static const char* const kNames[] = {"sum", "avg", "min", "max", "prod", "band", "bor", "bxor"};
-  return kNames[static_cast<int>(op)];
+  const auto i = static_cast<size_t>(op);
+  return i < std::size(kNames) ? kNames[i]
+                               : detail::unnamed_value("reduce op", static_cast<int>(i));
 }
 
 ReduceOp parse_op(std::string_view text, std::string_view setting) {

@@ -1,13 +1,17 @@
 // Names and the parser of TransportKind.
 #include "comm/base/transport_kind.h"
 
+#include <iterator>
+
 #include "comm/base/names.h"
 
 namespace kolo {
 
 const char* transport_name(TransportKind kind) {
   static const char* const kNames[] = {"auto", "shm", "tcp", "mpi", "ucx"};
-  return kNames[static_cast<int>(kind)];
+  const auto i = static_cast<size_t>(kind);
+  return i < std::size(kNames) ? kNames[i]
+                               : detail::unnamed_value("transport", static_cast<int>(i));
 }
 
 TransportKind parse_transport(std::string_view text, std::string_view setting) {

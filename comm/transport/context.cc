@@ -32,7 +32,7 @@ Context::Context(const ContextOptions& options)
 }
 
 void Context::post(Transfer* t) {
-  if (failed()) KOLO_THROW(ErrorCode::kPeerLost, "communicator already failed: ", failure_);
+  if (failed()) throw_already_failed();
   KOLO_ASSERT(t->peer >= 0 && t->peer < size_ && t->peer != rank_);
   if (t->bytes == 0) return;
   try {
@@ -56,7 +56,7 @@ void Context::post(Transfer* t) {
 // peer that sends fewer bytes would otherwise leave this rank waiting for the rest.
 void Context::wait(Transfer* t) {
   if (t->complete() && t->frame == nullptr) return;
-  if (failed()) KOLO_THROW(ErrorCode::kPeerLost, "communicator already failed: ", failure_);
+  if (failed()) throw_already_failed();
   try {
     if (Frame* frame = t->frame) {
       if (t->kind == Transfer::Kind::kRecv) {
@@ -158,6 +158,15 @@ std::string Context::describe_peer(int peer) const {
   return text;
 }
 
+// kPeerLost as docs/errors.md says, whatever the first error was: the message quotes it, and
+// says that it came from an earlier call (a mismatch there is no lost peer).
+void Context::throw_already_failed() const {
+  KOLO_THROW(ErrorCode::kPeerLost,
+             "communicator already failed in an earlier call (create a new communicator to go "
+             "on); that call failed with: ",
+             failure_);
+}
+
 void Context::fail(const std::string& why) {
   if (failed()) return;
   failure_ = why;
@@ -178,6 +187,12 @@ void Context::throw_timeout(int peer) const {
              " s (the communicator's timeout: KOLO_TIMEOUT_SECONDS, or the one its creator "
              "passed, such as torch.distributed's timeout=); the peer is stuck, dead, or not "
              "calling the same collective");
+}
+
+void Context::throw_interrupted(int peer) const {
+  KOLO_THROW(ErrorCode::kIo, where(), ": the wait for ", describe_peer(peer),
+             " was interrupted by a signal (Ctrl-C): this rank gave the call up, and the "
+             "communicator cannot be used again");
 }
 
 void Context::throw_larger_message(int peer, size_t expected_bytes) const {

@@ -10,8 +10,10 @@
 //   expects another size or another call fails with kMismatch instead of misreading the stream.
 // - A wait gives up when no byte has moved for the timeout (KOLO_TIMEOUT_SECONDS), or as soon
 //   as a peer it waits on is known to be dead: kolo::Error kTimeout / kPeerLost naming the peer
-//   and the operation. After any error the context is failed: every later call throws, and the
-//   peers are told (abort) so that they fail fast instead of waiting out their own deadline.
+//   and the operation. It also gives up when its thread's interrupt hook asks it to (Ctrl-C in
+//   Python; comm/base/interrupt.h), checked next to the deadline. After any error the context
+//   is failed: every later call throws, and the peers are told (abort) so that they fail fast
+//   instead of waiting out their own deadline.
 #pragma once
 
 #include <chrono>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "comm/base/error.h"
+#include "comm/base/interrupt.h"
 #include "comm/base/transport_kind.h"
 
 namespace kolo::bootstrap {
@@ -146,10 +149,12 @@ class Context {
   // report the root cause (the rank that really died) instead of just its neighbour.
   void fail(const std::string& why);
   bool failed() const { return !failure_.empty(); }
+  // kPeerLost for a call on a failed context, quoting the failure.
+  [[noreturn]] void throw_already_failed() const;
 
  protected:
   virtual void do_post(Transfer* t) = 0;
-  // Progresses until `t` completes or throws, building errors with throw_timeout() and
+  // Progresses until `t` completes or throws, building errors with check_wait() and
   // throw_peer_lost().
   virtual void do_wait(Transfer* t) = 0;
   // Tells peers that this rank gave up (best effort, never throws; failure_ says why).
@@ -160,6 +165,16 @@ class Context {
   // Throws kMismatch when a peer's call differs from this rank's, on every rank that sees it.
   void check_call(int peer, const CallSignature& theirs) const;
   [[noreturn]] void throw_timeout(int peer) const;
+  // The wait for `peer` was given up because interrupt_requested() said so (a signal): kIo,
+  // since the rank itself is fine, but the call is abandoned and the context fails as for any
+  // error, so the peers hear that this rank gave up.
+  [[noreturn]] void throw_interrupted(int peer) const;
+  // A wait loop's check, each time it has looked for progress: gives up on `peer` after the
+  // timeout without progress, or when the thread's interrupt hook asks (throw_interrupted).
+  void check_wait(std::chrono::steady_clock::duration idle, int peer) const {
+    if (idle >= timeout_) throw_timeout(peer);
+    if (interrupt_requested()) throw_interrupted(peer);
+  }
   [[noreturn]] void throw_peer_lost(int peer, const std::string& how) const;
   // kMismatch for a message from `peer` larger than the receive posted for it (message
   // transports that post the receive before its header is checked); `expected_bytes` is the

@@ -8,12 +8,17 @@
 
 #include "bindings/python/src/core.h"
 #include "comm/base/env.h"
+#include "comm/base/interrupt.h"
 #include "comm/base/transport_kind.h"
 
 namespace kolo::python {
 namespace {
 
+// `info` is the buffer's export (Py_buffer): while it lives, Python refuses to resize or free
+// the memory (a bytearray's extend() raises BufferError), so a Buffer must outlive the
+// collective that uses its memory. It is released with the GIL held, when the call returns.
 struct Buffer {
+  py::buffer_info info;
   void* data = nullptr;
   size_t count = 0;
   DType dtype = DType::kFloat32;
@@ -37,17 +42,26 @@ DType dtype_of_format(std::string format, size_t itemsize) {
           "int8, int16");
 }
 
-Buffer buffer_of(const py::buffer& object, bool writable, const char* what) {
-  py::buffer_info info;
+// Arguments are py::object, not py::buffer, so that None or a list gets a TypeError naming the
+// argument instead of pybind11's list of signatures.
+Buffer buffer_of(py::handle object, bool writable, const char* op, const char* what) {
+  if (!PyObject_CheckBuffer(object.ptr()))
+    throw py::type_error(std::string(op) + ": " + what +
+                         " must support the buffer protocol (a numpy array, bytearray, "
+                         "memoryview, ...), got " +
+                         py::str(py::type::handle_of(object).attr("__name__")).cast<std::string>());
+  Buffer b;
   try {
-    info = object.request(writable);
+    b.info = py::reinterpret_borrow<py::buffer>(object).request(writable);
   } catch (const py::error_already_set& e) {  // e.g. a read-only array as recv
     invalid(std::string(what) + ": " + e.what());
   } catch (const std::exception& e) {
     invalid(std::string(what) + ": " + e.what());
   }
-  Buffer b{info.ptr, static_cast<size_t>(info.size),
-           dtype_of_format(info.format, static_cast<size_t>(info.itemsize))};
+  const py::buffer_info& info = b.info;
+  b.data = info.ptr;
+  b.count = static_cast<size_t>(info.size);
+  b.dtype = dtype_of_format(info.format, static_cast<size_t>(info.itemsize));
   // C-contiguous: each stride is the product of the later dimensions.
   py::ssize_t expected = info.itemsize;
   for (size_t i = info.ndim; i-- > 0;) {
@@ -56,6 +70,14 @@ Buffer buffer_of(const py::buffer& object, bool writable, const char* what) {
     expected *= info.shape[i];
   }
   return b;
+}
+
+ReduceOp op_of(py::handle op, const char* collective) {
+  if (!py::isinstance<ReduceOp>(op))
+    throw py::type_error(std::string(collective) + ": op must be a kolo.ReduceOp, got " +
+                         py::str(py::type::handle_of(op).attr("__name__")).cast<std::string>() +
+                         " " + py::repr(op).cast<std::string>());
+  return op.cast<ReduceOp>();
 }
 
 void require(bool cond, const std::string& message) {
@@ -67,12 +89,34 @@ void same_dtype(const Buffer& a, const Buffer& b, const char* op) {
                                   " but recv is " + dtype_name(b.dtype));
 }
 
-// Runs `fn` on the communicator with the GIL dropped, one Python thread at a time.
+// Python runs signal handlers on its main thread only; set when the module is bound.
+unsigned long g_main_thread = 0;
+
+// The interrupt hook of a collective called from Python's main thread: runs the signal handlers
+// that are due. One that raised (SIGINT's KeyboardInterrupt) leaves its exception set, and the
+// transport's wait gives up; locked() raises that exception once the GIL is back.
+bool python_signal_raised() {
+  PyGILState_STATE state = PyGILState_Ensure();
+  const bool raised = PyErr_CheckSignals() != 0;
+  PyGILState_Release(state);
+  return raised;
+}
+
+// Runs `fn` on the communicator with the GIL dropped, one Python thread at a time. Ctrl-C ends
+// the wait within ~0.1 s (kInterruptCheckInterval) instead of at the timeout; the communicator
+// is failed then, as after any error, and its peers get PeerLostError naming this rank.
 template <typename Fn>
 auto locked(PyCommunicator& c, Fn fn) {
-  py::gil_scoped_release release;
-  std::lock_guard<std::mutex> lock(*c.mutex);
-  return fn(*c.comm);
+  const bool main_thread = PyThread_get_thread_ident() == g_main_thread;
+  try {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(*c.mutex);
+    ScopedInterruptHook hook(main_thread ? &python_signal_raised : nullptr);
+    return fn(*c.comm);
+  } catch (const Error&) {
+    if (PyErr_Occurred()) throw py::error_already_set();  // the handler's, not the wait's
+    throw;
+  }
 }
 
 PyCommunicator init(std::optional<std::string> transport, std::optional<double> timeout_seconds) {
@@ -91,17 +135,22 @@ PyCommunicator init(std::optional<std::string> transport, std::optional<double> 
   return PyCommunicator{Communicator::init(options)};
 }
 
-void allreduce(PyCommunicator& c, const py::buffer& send, const py::buffer& recv, ReduceOp op) {
-  Buffer s = buffer_of(send, false, "send"), r = buffer_of(recv, true, "recv");
+void allreduce(PyCommunicator& c, const py::object& send, const py::object& recv,
+               const py::object& op_object) {
+  const ReduceOp op = op_of(op_object, "allreduce");
+  Buffer s = buffer_of(send, false, "allreduce", "send"),
+         r = buffer_of(recv, true, "allreduce", "recv");
   same_dtype(s, r, "allreduce");
   require(s.count == r.count, "allreduce: send has " + std::to_string(s.count) +
                                   " elements, recv " + std::to_string(r.count));
   locked(c, [&](Communicator& comm) { comm.allreduce(s.data, r.data, s.count, s.dtype, op); });
 }
 
-void reduce_scatter(PyCommunicator& c, const py::buffer& send, const py::buffer& recv,
-                    ReduceOp op) {
-  Buffer s = buffer_of(send, false, "send"), r = buffer_of(recv, true, "recv");
+void reduce_scatter(PyCommunicator& c, const py::object& send, const py::object& recv,
+                    const py::object& op_object) {
+  const ReduceOp op = op_of(op_object, "reduce_scatter");
+  Buffer s = buffer_of(send, false, "reduce_scatter", "send"),
+         r = buffer_of(recv, true, "reduce_scatter", "recv");
   same_dtype(s, r, "reduce_scatter");
   const size_t n = static_cast<size_t>(c.comm->size());
   require(s.count == r.count * n,
@@ -110,8 +159,9 @@ void reduce_scatter(PyCommunicator& c, const py::buffer& send, const py::buffer&
   locked(c, [&](Communicator& comm) { comm.reduce_scatter(s.data, r.data, r.count, s.dtype, op); });
 }
 
-void allgather(PyCommunicator& c, const py::buffer& send, const py::buffer& recv) {
-  Buffer s = buffer_of(send, false, "send"), r = buffer_of(recv, true, "recv");
+void allgather(PyCommunicator& c, const py::object& send, const py::object& recv) {
+  Buffer s = buffer_of(send, false, "allgather", "send"),
+         r = buffer_of(recv, true, "allgather", "recv");
   same_dtype(s, r, "allgather");
   const size_t n = static_cast<size_t>(c.comm->size());
   require(r.count == s.count * n,
@@ -120,23 +170,31 @@ void allgather(PyCommunicator& c, const py::buffer& send, const py::buffer& recv
   locked(c, [&](Communicator& comm) { comm.allgather(s.data, r.data, s.count, s.dtype); });
 }
 
-void alltoall(PyCommunicator& c, const py::buffer& send, const py::buffer& recv) {
-  Buffer s = buffer_of(send, false, "send"), r = buffer_of(recv, true, "recv");
+void alltoall(PyCommunicator& c, const py::object& send, const py::object& recv) {
+  Buffer s = buffer_of(send, false, "alltoall", "send"),
+         r = buffer_of(recv, true, "alltoall", "recv");
   same_dtype(s, r, "alltoall");
   const size_t n = static_cast<size_t>(c.comm->size());
   require(s.count == r.count && s.count % n == 0,
           "alltoall: send and recv must hold the same multiple of size() elements (" +
               std::to_string(s.count) + " and " + std::to_string(r.count) + ")");
+  // Communicator::alltoall checks this as alltoallv and would name that: checked here first.
+  const auto send_at = reinterpret_cast<uintptr_t>(s.data),
+             recv_at = reinterpret_cast<uintptr_t>(r.data);
+  const size_t bytes = s.count * dtype_size(s.dtype);
+  require(
+      bytes == 0 || send_at == recv_at || send_at + bytes <= recv_at || recv_at + bytes <= send_at,
+      "alltoall: the send and receive buffers overlap, but not in place (send == recv); use "
+      "disjoint buffers or the in-place form");
   locked(c, [&](Communicator& comm) { comm.alltoall(s.data, r.data, s.count / n, s.dtype); });
 }
 
-// Python ints arrive as int64 so that any value gets a message naming it, not pybind11's
-// list of signatures.
-void broadcast(PyCommunicator& c, const py::buffer& data, int64_t root) {
-  Buffer b = buffer_of(data, true, "data");
-  require(root >= 0 && root < c.comm->size(), "broadcast: root " + std::to_string(root) +
-                                                  " is not in [0, " +
-                                                  std::to_string(c.comm->size()) + ")");
+// Python ints arrive as objects so that any value, 2**63 too, gets a message naming it
+// (int_arg), not pybind11's list of signatures.
+void broadcast(PyCommunicator& c, const py::object& data, const py::object& root_object) {
+  Buffer b = buffer_of(data, true, "broadcast", "data");
+  const int64_t root = int_arg(root_object, 0, c.comm->size() - 1, "broadcast: root",
+                               "is not in [0, " + std::to_string(c.comm->size()) + ")");
   locked(c, [&](Communicator& comm) {
     comm.broadcast(b.data, b.count, b.dtype, static_cast<int>(root));
   });
@@ -150,11 +208,14 @@ std::optional<PyCommunicator> wrap(std::shared_ptr<Communicator> comm) {
 }  // namespace
 
 void bind_communicator(py::module_& m) {
-  py::class_<PyCommunicator>(m, "Communicator",
-                             "Synchronous collectives that every member calls in the same order.")
-      .def_static("init", &init, py::arg("transport") = py::none(),
-                  py::arg("timeout_seconds") = py::none(),
-                  "Joins the job started by kolorun, mpirun, torchrun or Slurm (collective).")
+  g_main_thread =
+      py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
+  py::class_<PyCommunicator> cls(
+      m, "Communicator", "Synchronous collectives that every member calls in the same order.");
+  refuse_new(cls, "use kolo.Communicator.init(), or split(), local() or cross() of one");
+  cls.def_static("init", &init, py::arg("transport") = py::none(),
+                 py::arg("timeout_seconds") = py::none(),
+                 "Joins the job started by kolorun, mpirun, torchrun or Slurm (collective).")
       .def_property_readonly("rank", [](const PyCommunicator& c) { return c.comm->rank(); })
       .def_property_readonly("size", [](const PyCommunicator& c) { return c.comm->size(); })
       .def_property_readonly("local_rank",
@@ -183,12 +244,12 @@ void bind_communicator(py::module_& m) {
            [](PyCommunicator& c) { locked(c, [](Communicator& comm) { comm.barrier(); }); })
       .def(
           "split",
-          [](PyCommunicator& c, int64_t color, int64_t key) {
+          [](PyCommunicator& c, const py::object& color_object, const py::object& key_object) {
             constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-            require(color >= -1 && color <= kMax,
-                    "split: color " + std::to_string(color) + " is not -1 or in [0, 2^31)");
-            require(key >= -kMax - 1 && key <= kMax,
-                    "split: key " + std::to_string(key) + " does not fit a 32-bit int");
+            const int64_t color =
+                int_arg(color_object, -1, kMax, "split: color", "is not -1 or in [0, 2^31)");
+            const int64_t key =
+                int_arg(key_object, -kMax - 1, kMax, "split: key", "does not fit a 32-bit int");
             return wrap(locked(c, [&](Communicator& comm) {
               return comm.split(static_cast<int>(color), static_cast<int>(key));
             }));

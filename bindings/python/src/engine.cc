@@ -20,12 +20,20 @@ using engine::TensorView;
 // How long a wait holds the GIL released before checking for Ctrl-C.
 constexpr auto kSignalCheck = std::chrono::milliseconds(100);
 
-struct PyEngine {
+// Never made (Engine.__new__ without __init__): world.comm is null (ZeroedAllocation); a made
+// one keeps it after close().
+struct PyEngine : ZeroedAllocation {
+  PyEngine(PyCommunicator world, std::shared_ptr<engine::Engine> engine)
+      : world(std::move(world)), engine(std::move(engine)) {}
   PyCommunicator world;
   std::shared_ptr<engine::Engine> engine;
 
+  void check_made() const {
+    if (!world.comm) not_initialised("Engine", "kolo.Engine(comm)");
+  }
   // A reference that outlives a concurrent close().
   std::shared_ptr<engine::Engine> get() const {
+    check_made();
     if (!engine) invalid("the kolo engine has been shut down");
     return engine;
   }
@@ -60,6 +68,7 @@ PyEngine make_engine(PyCommunicator world) {
 }
 
 void close(PyEngine& e) {
+  e.check_made();
   std::shared_ptr<engine::Engine> last = std::move(e.engine);
   py::gil_scoped_release release;  // stops the loop thread, which may take a cycle with peers
   last.reset();
@@ -136,9 +145,10 @@ py::dict stats(const PyEngine& e) {
 }
 
 void bind_handle(py::module_& m) {
-  py::class_<Handle>(m, "Handle", "Completion of one engine op.")
-      .def("wait", &wait, py::arg("timeout") = py::none(),
-           "Waits (seconds; None = until done); True when done, successfully or not.")
+  py::class_<Handle> cls(m, "Handle", "Completion of one engine op.");
+  refuse_new(cls, "the kolo.Engine's ops return them");
+  cls.def("wait", &wait, py::arg("timeout") = py::none(),
+          "Waits (seconds; None = until done); True when done, successfully or not.")
       .def("done", &Handle::done)
       .def("check", &check, "Raises the op's error (a KoloError subclass); the op must be done.")
       .def("output_shape", &Handle::output_shape)
@@ -160,7 +170,11 @@ void bind_engine(py::module_& m) {
   py::class_<PyEngine>(m, "Engine", "The Horovod-style engine (one per process; docs/engine.md).")
       .def(py::init(&make_engine), py::arg("comm"),
            "Collective: starts the engine's thread on a split of `comm`; options from KOLO_*.")
-      .def_property_readonly("communicator", [](const PyEngine& e) { return e.world; })
+      .def_property_readonly("communicator",
+                             [](const PyEngine& e) {
+                               e.check_made();
+                               return e.world;
+                             })
       .def("close", &close, "Stops the engine; pending ops fail. Later calls raise.")
       .def(
           "allreduce",

@@ -236,7 +236,7 @@ void MpiContext::do_wait(Transfer* t) {
       backoff.progressed(last_progress);
     }
     if (t->complete()) return;
-    if (Clock::now() - last_progress >= timeout_) throw_timeout(t->peer);
+    check_wait(Clock::now() - last_progress, t->peer);
     backoff.pause();
   }
 }

@@ -257,7 +257,7 @@ void ShmContext::do_wait(Transfer* t) {
       check_peer_call(t->peer);
       last_check = now;
     }
-    if (now - last_progress >= timeout_) throw_timeout(t->peer);
+    check_wait(now - last_progress, t->peer);
     publish_waiting_call();
     sleep_until_doorbell(seen);
   }
@@ -380,7 +380,7 @@ uint64_t ShmContext::generation() const {
 }
 
 void ShmContext::arrive(uint64_t generation) {
-  if (failed()) KOLO_THROW(ErrorCode::kPeerLost, "communicator already failed: ", failure_);
+  if (failed()) throw_already_failed();
   header(rank_)->calls[generation % 2] = call_;
   tsan_release_generation();
   header(rank_)->generation.store(generation, std::memory_order_release);
@@ -447,7 +447,7 @@ void ShmContext::wait_for_peers(uint64_t generation) {
       check_peer_call(missing);
       last_check = now;
     }
-    if (now - last_progress >= timeout_) throw_timeout(missing);
+    check_wait(now - last_progress, missing);
     publish_waiting_call();
     sleep_until_doorbell(seen);
   }

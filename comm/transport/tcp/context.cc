@@ -220,7 +220,7 @@ void TcpContext::do_wait(Transfer* t) {
       last_progress = now;
       continue;  // try again before sleeping: usually the sockets now say EAGAIN
     }
-    if (now - last_progress >= timeout_) throw_timeout(t->peer);
+    check_wait(now - last_progress, t->peer);
     poll_busy(last_progress + timeout_);
   }
 }

@@ -262,7 +262,7 @@ void UcxContext::do_wait(Transfer* t) {
       throw_peer_lost(t->peer,
                       std::string("its endpoint failed: ") + ucs_status_string(peer.error));
     const auto now = Clock::now();
-    if (now - last_progress >= timeout_) throw_timeout(t->peer);
+    check_wait(now - last_progress, t->peer);
     if (++idle <= kTightPasses) continue;
     if (now - last_progress < kYieldWindow) {
       sched_yield();
