@@ -80,15 +80,19 @@ bool is_integer(DType dtype) {
          dtype == DType::kInt8 || dtype == DType::kInt16;
 }
 
-// Rank r's element at global index g is 1 + (7g + 3r + 5b) mod m, b = g's block (the part of
-// the buffer that reduce_scatter and alltoall deal to rank b; allreduce and broadcast have one),
-// with m small enough that n * m is exact in the dtype: a rank handed another block than its own
-// gets other values. For prod, one rank per element holds 2 and, at every other element (by
-// g + b), the next rank holds 3: products 2 and 6 tell prod from max, min and sum.
+// Rank r's element at global index g, in block b at offset i (the block that reduce_scatter
+// and alltoall deal to rank b; allreduce and broadcast have one), is 1 + (i + r + 2b) mod m, with
+// m the largest prime that keeps n * m exact in the dtype (at most 17): at one offset every rank
+// holds another value (up to m ranks), and so does every block, whatever the block's size. The
+// bitwise ops get bit 6 set everywhere, so that a band over many ranks is not 0 (the zeroed
+// output's value). For prod, the ranks g mod n and the next one or two hold a few 2s and 3s,
+// chosen by (i + b) mod K from K kinds of distinct product (K = 5 pairs at 2 ranks, 9 triples
+// from 3 ranks: products 2 to 27), which tells prod from max, min and sum, and up to K blocks
+// apart.
 class Pattern {
  public:
   explicit Pattern(const BenchCase& c)
-      : c_(c), product_(reduces(c.coll) && c.op == ReduceOp::kProduct) {
+      : c_(c), product_(reduces(c.coll) && c.op == ReduceOp::kProduct && c.nranks > 1) {
     double exact = 1e15;
     if (c.dtype == DType::kUInt8) exact = 255;
     if (c.dtype == DType::kInt8) exact = 127;
@@ -96,19 +100,33 @@ class Pattern {
     if (c.dtype == DType::kFloat16) exact = 2048;
     if (c.dtype == DType::kBFloat16) exact = 256;
     if (c.dtype == DType::kFloat32) exact = 16777216;
-    modulus_ = static_cast<size_t>(std::clamp(exact / c.nranks, 1.0, 17.0));
-    period_ = product_ ? 2 * static_cast<size_t>(c.nranks) : modulus_;
+    bitwise_ = reduces(c.coll) &&
+               (c.op == ReduceOp::kBand || c.op == ReduceOp::kBor || c.op == ReduceOp::kBxor);
+    if (bitwise_) exact = 63;  // values below bit 6
+    const size_t most = static_cast<size_t>(std::clamp(exact / c.nranks, 1.0, 17.0));
+    for (size_t p : {17, 13, 11, 7, 5, 3, 2, 1})
+      if (p <= most) {
+        modulus_ = p;
+        break;
+      }
+    kinds_ = c.nranks == 2 ? 5 : 9;
+    period_ = product_ ? kinds_ * static_cast<size_t>(c.nranks) : modulus_;
   }
   // Within a block the values repeat every period() elements.
   size_t period() const { return period_; }
   size_t block() const { return std::max<size_t>(c_.block, 1); }
   double value(int rank, size_t g) const {
-    const size_t r = static_cast<size_t>(rank), b = g / block(), n = static_cast<size_t>(c_.nranks);
+    const size_t r = static_cast<size_t>(rank), b = g / block(), i = g % block();
     if (product_) {
-      if ((g + r) % n == 0) return 2;
-      return n > 1 && (g + r) % n == 1 && (g + b) % 2 == 1 ? 3 : 1;
+      // Each kind's product differs from the others' (and, for the first five, with the third
+      // value left out too).
+      static constexpr int kKinds[9][3] = {{2, 1, 1}, {3, 1, 1}, {2, 2, 1}, {2, 3, 1}, {3, 3, 1},
+                                           {2, 2, 2}, {2, 2, 3}, {2, 3, 3}, {3, 3, 3}};
+      const size_t n = static_cast<size_t>(c_.nranks), at = (g + r) % n;
+      return at < 3 ? kKinds[(i + b) % kinds_][at] : 1;
     }
-    return 1.0 + static_cast<double>((g % modulus_ * 7 + r * 3 + b % modulus_ * 5) % modulus_);
+    const double v = 1.0 + static_cast<double>((i + r + 2 * b) % modulus_);
+    return bitwise_ ? v + 64 : v;
   }
   // The reduction over all ranks at index g.
   double reduced(size_t g) const {
@@ -132,8 +150,8 @@ class Pattern {
 
  private:
   BenchCase c_;
-  bool product_;
-  size_t modulus_ = 1, period_ = 1;
+  bool product_, bitwise_ = false;
+  size_t modulus_ = 1, period_ = 1, kinds_ = 9;
 };
 
 // A run of output elements whose expected values follow one rank's pattern (or the reduced

@@ -87,8 +87,11 @@ Report::Report(const Options& options, const RunInfo& info) : options_(options),
 void Report::open_files() {
   if (!options_.csv_path.empty() && !options_.json_path.empty()) {
     std::error_code ignored;
-    const auto csv = std::filesystem::weakly_canonical(options_.csv_path, ignored);
-    const auto json = std::filesystem::weakly_canonical(options_.json_path, ignored);
+    // Absolute first: "F" and "./F" of a file not made yet resolved apart.
+    const auto csv = std::filesystem::weakly_canonical(
+        std::filesystem::absolute(options_.csv_path, ignored), ignored);
+    const auto json = std::filesystem::weakly_canonical(
+        std::filesystem::absolute(options_.json_path, ignored), ignored);
     if (csv == json)  // the JSON, written at the end, replaced the CSV
       throw UsageError(2, "--csv and --json name the same file '" + options_.json_path + "'");
   }

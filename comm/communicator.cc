@@ -347,7 +347,8 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
                                   topo.cross_size > 1 ? hosts : std::vector<std::string>{},
                                   timeout,
                                   bind,
-                                  topo.host_cpus};
+                                  topo.host_cpus,
+                                  options.store_on_loopback};
     comm->context_ = transport::create_context(comm->transport_, ctx);
     comm->shared_ = comm->context_->shared_memory();
   }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -512,9 +513,9 @@ int main(int argc, char** argv) {
   app.add_option("--save-every", args.save_every,
                  "checkpoint every K optimizer steps (0: only "
                  "at the end of each phase)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   app.add_option("--keep", args.keep, "keep the newest K step folders (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(int64_t{0}, std::numeric_limits<int64_t>::max()));
   app.add_option("--resume", args.resume,
                  "continue from a checkpoint: DIR (its latest) or a step folder, at any world "
                  "size and ZeRO stage");

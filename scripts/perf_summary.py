@@ -3,8 +3,8 @@
 
 Prints one Markdown table per label: size, kolo time and busbw, and for each peer (MPI, Gloo)
 its time, busbw and the ratio peer_time / kolo_time (> 1: kolo faster), all medians over runs.
-Runs under one label that differ in rank count (or collective, dtype, op, transport, --algo or
-peers) are not merged: each set gets its own table, its files named in the heading.
+Runs under one label that differ in rank count (or collective, dtype, op, transport, --algo,
+peers, --inplace or --alloc) are not merged: each set gets its own table, its files named in the heading.
 A row whose results were wrong (#wrong > 0 in any run, kolo or a peer) is marked in its size
 cell and listed under its table, and the exit status is then 1.
 Usage: /usr/bin/python3 scripts/perf_summary.py DIR
@@ -19,7 +19,7 @@ import sys
 USAGE = "usage: /usr/bin/python3 scripts/perf_summary.py DIR (the OUT_DIR of scripts/perf_runs.sh)"
 # The run fields the table's heading reads, and those that must agree for runs to share a median.
 HEADING = ("ranks", "collective", "dtype", "op", "transport")
-SAME = HEADING + ("algorithm", "compare")
+SAME = HEADING + ("algorithm", "compare", "in_place", "alloc")
 
 
 class Bad(Exception):

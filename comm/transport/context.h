@@ -97,6 +97,7 @@ struct ContextOptions {
   std::chrono::milliseconds timeout{300000};
   std::string bind_host;  // tcp: address to listen on ("" = automatic)
   int host_cpus = 1;      // CPUs the host's ranks may run on together (Communicator::host_cpus)
+  bool store_on_loopback = true;  // the job's store is on loopback (CommunicatorOptions's)
 };
 
 class Context {

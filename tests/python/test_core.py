@@ -97,7 +97,9 @@ if c.rank == 1:
         result["error"], result["message"] = type(e).__name__, str(e)
     mark("rank1.done")
 else:
-    threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    if SIGNAL == signal.SIGUSR1:  # a handler that calls the communicator the wait holds
+        signal.signal(signal.SIGUSR1, lambda number, frame: c.barrier())
+    threading.Timer(1.0, lambda: os.kill(os.getpid(), SIGNAL)).start()
     start = time.time()
     try:
         c.allreduce(x, x)
@@ -127,15 +129,20 @@ def job_results(done):
     return found
 
 
-@pytest.mark.parametrize("transport", ["shm", "tcp"])
-def test_ctrl_c_interrupts_a_blocking_collective(transport):
+@pytest.mark.parametrize("transport,signal_name,error", [
+    ("shm", "SIGINT", "KeyboardInterrupt"), ("tcp", "SIGINT", "KeyboardInterrupt"),
+    # A handler calling the Communicator whose lock the waiting call holds deadlocked.
+    ("shm", "SIGUSR1", "InvalidArgumentError")])
+def test_ctrl_c_interrupts_a_blocking_collective(transport, signal_name, error):
     # Before, the signal waited for the deadline (here 30 s), and its KeyboardInterrupt was then
     # lost: a RuntimeError (the timeout) came out instead.
-    done = run_two_rank_job(SIGINT_SCRIPT.replace("TRANSPORT", repr(transport)), here=r == 0)
+    script = SIGINT_SCRIPT.replace("TRANSPORT", repr(transport)).replace(
+        "SIGNAL", "signal." + signal_name)
+    done = run_two_rank_job(script, here=r == 0)
     if done:
         results = job_results(done)
         first, late = results[0], results[1]
-        assert first["error"] == "KeyboardInterrupt", first
+        assert first["error"] == error, first
         assert first["seconds"] < 5.0, first  # SIGINT at 1 s, checked every 0.1 s
         assert "already failed" in first["next"], first
         assert late["error"] == "PeerLostError", late

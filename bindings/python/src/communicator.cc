@@ -105,12 +105,24 @@ bool python_signal_raised() {
 // Runs `fn` on the communicator with the GIL dropped, one Python thread at a time. Ctrl-C ends
 // the wait within ~0.1 s (kInterruptCheckInterval) instead of at the timeout; the communicator
 // is failed then, as after any error, and its peers get PeerLostError naming this rank.
+// A signal handler that the hook runs may call kolo again, while this thread waits inside a
+// collective (holding its communicator's lock: a second collective on it deadlocked): refused.
+thread_local bool t_in_collective = false;
+
 template <typename Fn>
 auto locked(PyCommunicator& c, Fn fn) {
   const bool main_thread = PyThread_get_thread_ident() == g_main_thread;
+  if (t_in_collective)
+    invalid(
+        "a Communicator call from a signal handler that ran while this thread waited in "
+        "another kolo collective: call it after that one returns");
   try {
     py::gil_scoped_release release;
     std::lock_guard<std::mutex> lock(*c.mutex);
+    t_in_collective = true;
+    struct Leave {
+      ~Leave() { t_in_collective = false; }
+    } leave;
     ScopedInterruptHook hook(main_thread ? &python_signal_raised : nullptr);
     return fn(*c.comm);
   } catch (const Error&) {

@@ -112,16 +112,13 @@ void TcpContext::connect_mesh(const ContextOptions& options) {
   std::string host = choose_host(options);
   net::require_secret_for(host, "the tcp transport of rank " + std::to_string(rank_));
   const auto tcp_addr = options.bind_host.empty() ? env::get("KOLO_TCP_ADDR") : std::nullopt;
-  if (tcp_addr) {
-    // Ranks on other hosts cannot dial it: every rank waited out its deadline.
-    auto store = env::get("KOLO_ADDR");
-    if (!store) store = env::get("MASTER_ADDR");
-    KOLO_CHECK_ARG(
-        options.hosts.empty() || !net::is_loopback(host) || !store || net::is_loopback(*store),
-        "KOLO_TCP_ADDR=", *tcp_addr,
-        " is a loopback address, but the job spans hosts (its store is at ", *store,
-        "): give an address of this host that the others reach, or leave it unset");
-  }
+  // Ranks on other hosts cannot dial a loopback address: every rank waited out its deadline.
+  // (Hosts told apart by KOLO_HOSTNAME around a store on loopback are one machine.)
+  KOLO_CHECK_ARG(
+      !tcp_addr || options.hosts.empty() || !net::is_loopback(host) || options.store_on_loopback,
+      "KOLO_TCP_ADDR=", tcp_addr.value_or(""),
+      " is a loopback address, but the job spans hosts: give an address of this host "
+      "that the others reach, or leave it unset");
   net::Socket listener;
   try {
     listener = net::Socket::listen(host, 0);
