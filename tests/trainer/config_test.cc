@@ -100,13 +100,14 @@ TEST(Config, FullExample) {
   EXPECT_STREQ(make_optimizer(c, layout)->name(), "Adam");
 }
 
+// A minimal config (train_batch_size 8) with `patch` merged in.
+json with(const json& patch) {
+  json j = {{"train_batch_size", 8}};
+  j.merge_patch(patch);
+  return j;
+}
+
 TEST(Config, ValidationMessagesNamePathAndRange) {
-  const json base = {{"train_batch_size", 8}};
-  auto with = [&](const json& patch) {
-    json j = base;
-    j.merge_patch(patch);
-    return j;
-  };
   expect_error(with({{"fp16", {{"hysteresis", 0}}}}), "fp16.hysteresis: 0 is out of range (>= 1)");
   expect_error(with({{"fp16", {{"enabled", true}}}, {"bf16", {{"enabled", true}}}}),
                "fp16.enabled and bf16.enabled: both are true");
@@ -146,12 +147,6 @@ TEST(Config, ValuesThatFloat32ChangesAreRefusedByKey) {
   // In range as doubles, but the trainer computes with them in float32: 1e-50 became 0 there
   // (refused later naming the loss scaler, or an lr of 1e-320 trained at 0), 0.99999999999 a
   // beta of 1.
-  const json base = {{"train_batch_size", 8}};
-  auto with = [&](const json& patch) {
-    json j = base;
-    j.merge_patch(patch);
-    return j;
-  };
   expect_error(with({{"fp16", {{"loss_scale", 1e-50}}}}),
                "fp16.loss_scale: 1e-50 becomes 0 in float32");
   expect_error(with({{"fp16", {{"min_loss_scale", 1e-50}}}}),

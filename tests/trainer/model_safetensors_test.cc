@@ -38,6 +38,15 @@ class ModelSafetensors : public ::testing::Test {
   void write_bytes(const std::string& p, const std::vector<uint8_t>& b) const {
     std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), b.size());
   }
+  // A file with the given header text and `data` zero bytes of data; returns its path.
+  std::string raw(const char* name, const std::string& header, size_t data) const {
+    std::vector<uint8_t> out(8, 0);
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(header.size() >> (8 * i));
+    out.insert(out.end(), header.begin(), header.end());
+    out.resize(out.size() + data, 0);
+    write_bytes(path(name), out);
+    return path(name);
+  }
   fs::path dir_;
 };
 
@@ -205,15 +214,7 @@ TEST_F(ModelSafetensors, CorruptFilesAreRejectedNamingFileAndTensor) {
 
 TEST_F(ModelSafetensors, WrappedSizesAndOverlappingTensorsAreRefused) {
   // Found by the hardening issue: element counts could wrap, and two tensors could share
-  // bytes. A file with the given header text and `data` zero bytes of data.
-  auto raw = [&](const char* name, const std::string& header, size_t data) {
-    std::vector<uint8_t> out(8, 0);
-    for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(header.size() >> (8 * i));
-    out.insert(out.end(), header.begin(), header.end());
-    out.resize(out.size() + data, 0);
-    write_bytes(path(name), out);
-    return path(name);
-  };
+  // bytes.
   const std::string wrap =
       raw("wrap.safetensors",
           R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,0]}})", 0);
@@ -227,14 +228,6 @@ TEST_F(ModelSafetensors, WrappedSizesAndOverlappingTensorsAreRefused) {
 }
 
 TEST_F(ModelSafetensors, EmptyTensorsOverlapNothingAndHeaderErrorsKeepTheReason) {
-  auto raw = [&](const char* name, const std::string& header, size_t data) {
-    std::vector<uint8_t> out(8, 0);
-    for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(header.size() >> (8 * i));
-    out.insert(out.end(), header.begin(), header.end());
-    out.resize(out.size() + data, 0);
-    write_bytes(path(name), out);
-    return path(name);
-  };
   // An empty tensor at a real one's offset shares no bytes; it was refused as an overlap when
   // the sort (by offset only) put it second.
   for (const char* zero : {"a", "z"}) {
