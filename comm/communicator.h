@@ -137,6 +137,10 @@ class Communicator {
   void hierarchical_reduce_scatter(const void* send, void* recv, size_t count, DType dtype,
                                    ReduceOp op);
   void hierarchical_allgather(const void* send, void* recv, size_t count, DType dtype);
+  // alltoallv, its argument errors naming `name` (alltoall's say "alltoall").
+  void alltoallv_as(const char* name, const void* send, const std::vector<size_t>& send_counts,
+                    void* recv, const std::vector<size_t>& recv_counts, DType dtype,
+                    const CollectiveOptions& options);
 
   static std::shared_ptr<Communicator> build(std::shared_ptr<bootstrap::Store> base,
                                              std::string tag, int rank, int size,

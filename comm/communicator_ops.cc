@@ -285,29 +285,34 @@ void Communicator::broadcast(void* data, size_t count, DType dtype, int root,
 void Communicator::alltoall(const void* send, void* recv, size_t count, DType dtype,
                             const CollectiveOptions& options) {
   std::vector<size_t> counts(static_cast<size_t>(size_), count);
-  alltoallv(send, counts, recv, counts, dtype, options);
+  alltoallv_as("alltoall", send, counts, recv, counts, dtype, options);
 }
 
 void Communicator::alltoallv(const void* send, const std::vector<size_t>& send_counts, void* recv,
                              const std::vector<size_t>& recv_counts, DType dtype,
                              const CollectiveOptions& options) {
-  KOLO_CHECK_ARG(send_counts.size() == static_cast<size_t>(size_),
-                 "alltoallv: ", send_counts.size(), " send_counts for ", size_,
-                 " ranks; pass one per rank");
-  KOLO_CHECK_ARG(recv_counts.size() == static_cast<size_t>(size_),
-                 "alltoallv: ", recv_counts.size(), " recv_counts for ", size_,
-                 " ranks; pass one per rank");
-  checked_total(send_counts, dtype, "alltoallv");
-  checked_total(recv_counts, dtype, "alltoallv");
+  alltoallv_as("alltoallv", send, send_counts, recv, recv_counts, dtype, options);
+}
+
+void Communicator::alltoallv_as(const char* name, const void* send,
+                                const std::vector<size_t>& send_counts, void* recv,
+                                const std::vector<size_t>& recv_counts, DType dtype,
+                                const CollectiveOptions& options) {
+  KOLO_CHECK_ARG(send_counts.size() == static_cast<size_t>(size_), name, ": ", send_counts.size(),
+                 " send_counts for ", size_, " ranks; pass one per rank");
+  KOLO_CHECK_ARG(recv_counts.size() == static_cast<size_t>(size_), name, ": ", recv_counts.size(),
+                 " recv_counts for ", size_, " ranks; pass one per rank");
+  checked_total(send_counts, dtype, name);
+  checked_total(recv_counts, dtype, name);
   const size_t esize = dtype_size(dtype);
   std::vector<size_t> send_bytes, recv_bytes;
   for (size_t c : send_counts) send_bytes.push_back(c * esize);
   for (size_t c : recv_counts) recv_bytes.push_back(c * esize);
   const size_t send_total = std::accumulate(send_bytes.begin(), send_bytes.end(), size_t{0});
   const size_t recv_total = std::accumulate(recv_bytes.begin(), recv_bytes.end(), size_t{0});
-  check_buffer(send, send_total / esize, dtype, "alltoallv", "send");
-  check_buffer(recv, recv_total / esize, dtype, "alltoallv", "receive");
-  check_overlap(recv, recv_total, send, send_total, 0, "alltoallv", "send == recv");
+  check_buffer(send, send_total / esize, dtype, name, "send");
+  check_buffer(recv, recv_total / esize, dtype, name, "receive");
+  check_overlap(recv, recv_total, send, send_total, 0, name, "send == recv");
   const Algorithm algorithm =
       begin(Collective::kAlltoall, send_total, options, dtype, std::nullopt, -1,
             /*sizes_agree=*/false);

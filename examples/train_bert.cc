@@ -492,11 +492,6 @@ int run(Job job, const Args& args) {
 
 }  // namespace
 
-// A path option given as "" is refused, not taken as "not given" (a fresh run into an earlier
-// run's --save folder would replace its checkpoints; --config "" ran without a config file).
-const CLI::Validator kNotEmpty(
-    [](std::string& s) { return s.empty() ? std::string("the path is empty") : ""; }, "");
-
 int main(int argc, char** argv) {
   CLI::App app{
       "Pretrain (MLM) and fine-tune (spam/ham) BERT with kolo's trainer (docs/trainer.md)"};
@@ -532,7 +527,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   // "" (an unset shell variable) is refused naming the flag.
   for (const char* option : {"--config", "--data", "--save", "--resume", "--load"})
-    app.get_option(option)->check(kNotEmpty);
+    app.get_option(option)->check(kolo::cli::non_empty_path());
   KOLO_PARSE_FLAGS(app, argc, argv, "train_bert");
   // Rank and size from the launcher (mpirun, kolorun, torchrun-style variables, Slurm); a
   // plain start is a job of one.

@@ -182,12 +182,8 @@ int main(int argc, char** argv) {
   app.add_option("--set", args.overrides, "override a config key: --set optimizer.params.lr=1e-3");
   app.add_option("--data", args.data_dir, "data directory (default $KOLO_DATA_DIR or data/)");
   app.add_option("--save", args.save, "write the trained weights (safetensors) here");
-  // A path given as "" (an unset shell variable) is refused naming the flag, not taken as "not
-  // given": --config "" ran without a config file, --save "" did not save.
-  const CLI::Validator not_empty(
-      [](std::string& s) { return s.empty() ? std::string("the path is empty") : ""; }, "");
   for (const char* option : {"--config", "--data", "--save"})
-    app.get_option(option)->check(not_empty);
+    app.get_option(option)->check(kolo::cli::non_empty_path());
   app.add_option("--threads", args.threads,
                  "kernel threads per rank (0, the default: the CPUs this host's ranks may use, "
                  "shared out among them, at most the rank's own, at least 1)")

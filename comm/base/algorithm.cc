@@ -1,8 +1,6 @@
 // Names of Collective and Algorithm, and the parser of algorithm names.
 #include "comm/base/algorithm.h"
 
-#include <iterator>
-
 #include "comm/base/names.h"
 
 namespace kolo {
@@ -10,17 +8,13 @@ namespace kolo {
 const char* collective_name(Collective collective) {
   static const char* const kNames[] = {"allreduce", "reduce_scatter", "allgather",
                                        "broadcast", "alltoall",       "barrier"};
-  const auto i = static_cast<size_t>(collective);
-  return i < std::size(kNames) ? kNames[i]
-                               : detail::unnamed_value("collective", static_cast<int>(i));
+  return detail::enum_name(kNames, collective, "collective");
 }
 
 const char* algorithm_name(Algorithm algorithm) {
   static const char* const kNames[] = {"auto",        "ring",   "tree",        "halving_doubling",
                                        "low_latency", "direct", "hierarchical"};
-  const auto i = static_cast<size_t>(algorithm);
-  return i < std::size(kNames) ? kNames[i]
-                               : detail::unnamed_value("algorithm", static_cast<int>(i));
+  return detail::enum_name(kNames, algorithm, "algorithm");
 }
 
 Algorithm parse_algorithm(std::string_view text, std::string_view setting) {

@@ -13,6 +13,14 @@ namespace kolo::cli {
 
 constexpr int kExitUsage = 2;
 
+// For path options: "" (an unset shell variable) is refused naming the option, not taken as
+// "not given" or as the current folder (--config "" ran without a config file, --save "" did not
+// save, a fresh run into an earlier run's --save folder replaced its checkpoints).
+inline CLI::Validator non_empty_path() {
+  return CLI::Validator(
+      [](std::string& s) { return s.empty() ? std::string("the path is empty") : ""; }, "");
+}
+
 // -1: parsed, run on; otherwise the exit status to return from main().
 inline int parse_flags(CLI::App& app, int argc, char** argv, const char* program) {
   try {

@@ -15,8 +15,7 @@ const char* dtype_name(DType dtype) {
   static const char* const kNames[] = {"float32", "float64", "float16", "bfloat16", "int32",
                                        "int64",   "uint8",   "int8",    "int16"};
   static_assert(static_cast<int>(std::size(kNames)) == kNumDTypes, "a name for every dtype");
-  const auto i = static_cast<size_t>(dtype);
-  return i < std::size(kNames) ? kNames[i] : detail::unnamed_value("dtype", static_cast<int>(i));
+  return detail::enum_name(kNames, dtype, "dtype");
 }
 
 DType parse_dtype(std::string_view text, std::string_view setting) {

@@ -29,6 +29,15 @@ inline std::string lower_case(std::string_view text) {
   return lower;
 }
 
+// The name of enum value `value` in `names` (indexed by the value), or "<kind> <value>" for a
+// value the table lacks (an integer cast to the enum unchecked: reading past the table gave
+// another table's strings, or crashed).
+template <typename E, size_t N>
+const char* enum_name(const char* const (&names)[N], E value, const char* kind) {
+  const auto i = static_cast<size_t>(value);
+  return i < N ? names[i] : unnamed_value(kind, static_cast<int>(i));
+}
+
 // The value named `text` in `table`; otherwise kolo::Error kInvalidArgument naming `setting`
 // and every accepted name.
 template <typename E, size_t N>

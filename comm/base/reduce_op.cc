@@ -1,8 +1,6 @@
 // Names and the parser of ReduceOp.
 #include "comm/base/reduce_op.h"
 
-#include <iterator>
-
 #include "comm/base/error.h"
 #include "comm/base/names.h"
 
@@ -24,9 +22,7 @@ void check_op_and_dtype(ReduceOp op, DType dtype, std::string_view what) {
 
 const char* op_name(ReduceOp op) {
   static const char* const kNames[] = {"sum", "avg", "min", "max", "prod", "band", "bor", "bxor"};
-  const auto i = static_cast<size_t>(op);
-  return i < std::size(kNames) ? kNames[i]
-                               : detail::unnamed_value("reduce op", static_cast<int>(i));
+  return detail::enum_name(kNames, op, "reduce op");
 }
 
 ReduceOp parse_op(std::string_view text, std::string_view setting) {

@@ -1,17 +1,13 @@
 // Names and the parser of TransportKind.
 #include "comm/base/transport_kind.h"
 
-#include <iterator>
-
 #include "comm/base/names.h"
 
 namespace kolo {
 
 const char* transport_name(TransportKind kind) {
   static const char* const kNames[] = {"auto", "shm", "tcp", "mpi", "ucx"};
-  const auto i = static_cast<size_t>(kind);
-  return i < std::size(kNames) ? kNames[i]
-                               : detail::unnamed_value("transport", static_cast<int>(i));
+  return detail::enum_name(kNames, kind, "transport");
 }
 
 TransportKind parse_transport(std::string_view text, std::string_view setting) {

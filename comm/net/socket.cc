@@ -118,7 +118,6 @@ bool retryable(int error) {
 Socket Socket::connect(const std::string& host, int port, Deadline deadline) {
   sockaddr_in addr = resolve(host, port);
   auto backoff = std::chrono::milliseconds(1);
-  int last_error = 0;
   while (true) {
     Socket sock(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!sock.valid()) KOLO_THROW_ERRNO("socket");
@@ -141,10 +140,9 @@ Socket Socket::connect(const std::string& host, int port, Deadline deadline) {
     }
     errno = error;
     if (!retryable(error)) KOLO_THROW_ERRNO("connect to ", format(addr));
-    last_error = error;
     if (Clock::now() + backoff >= deadline)
       KOLO_THROW(ErrorCode::kTimeout, "could not connect to ", format(addr),
-                 " before the deadline (", std::strerror(last_error),
+                 " before the deadline (", std::strerror(error),
                  "; is the peer running and reachable? KOLO_TIMEOUT_SECONDS)");
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(100));

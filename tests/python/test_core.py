@@ -197,7 +197,7 @@ def test_bad_arguments_are_named(comm):
          lambda: comm.reduce_scatter(x, [0.0])),
         (TypeError, "broadcast: data must support the buffer protocol",
          lambda: comm.broadcast(None)),
-        # Communicator::alltoall checks as alltoallv: the message named that.
+        # Communicator::alltoall's checks said "alltoallv".
         (kolo.InvalidArgumentError, "^kolo invalid argument error: alltoall: the send and "
          "receive buffers overlap", lambda: comm.alltoall(x[:2 * n], x[1:2 * n + 1])),
     ]

@@ -22,6 +22,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "comm/base/cli_parse.h"
 #include "comm/base/convert.h"
 #include "comm/base/error.h"
 #include "trainer/checkpoint/checkpoint.h"
@@ -32,7 +33,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr int kExitUsage = 2;
+using kolo::cli::kExitUsage;
 
 // Whether `inner` is `outer` or lies below it (both canonical).
 bool is_within(const fs::path& inner, const fs::path& outer) {
@@ -153,10 +154,6 @@ const CLI::Validator kExportDtype(
     },
     "float32|float16|bfloat16");
 
-// A path argument that is "" (an unset shell variable) would mean the current folder.
-const CLI::Validator kNonEmpty(
-    [](std::string& text) -> std::string { return text.empty() ? "the path is empty" : ""; }, "");
-
 // CLI11's message with the program's name, exit 2 as kolorun's usage errors. When the first
 // word is not a subcommand CLI11 only says that one is required: the word is named instead.
 int usage_error(const CLI::App& app, const CLI::ParseError& e, int argc, char** argv) {
@@ -184,17 +181,19 @@ int main(int argc, char** argv) {
   CLI::App* info_cmd = app.add_subcommand("info", "print a checkpoint's index in plain words");
   info_cmd->add_option("checkpoint", path, "checkpoint folder (its latest) or step folder")
       ->required()
-      ->check(kNonEmpty);
+      ->check(kolo::cli::non_empty_path());
   CLI::App* verify_cmd = app.add_subcommand("verify", "check every file's size and SHA-256");
   verify_cmd->add_option("checkpoint", path, "checkpoint folder or step folder")
       ->required()
-      ->check(kNonEmpty);
+      ->check(kolo::cli::non_empty_path());
   CLI::App* export_cmd =
       app.add_subcommand("export", "write the whole model as Hugging Face-named safetensors");
   export_cmd->add_option("checkpoint", path, "checkpoint folder or step folder")
       ->required()
-      ->check(kNonEmpty);
-  export_cmd->add_option("out", out, "the safetensors file to write")->required()->check(kNonEmpty);
+      ->check(kolo::cli::non_empty_path());
+  export_cmd->add_option("out", out, "the safetensors file to write")
+      ->required()
+      ->check(kolo::cli::non_empty_path());
   export_cmd->add_option("--dtype", dtype, "float32, float16 or bfloat16")
       ->capture_default_str()
       ->check(kExportDtype);

@@ -1,6 +1,8 @@
 // Character classes and the uncased fold for the BERT basic tokenizer; see unicode.h for scope.
 #include "trainer/data/unicode.h"
 
+#include "trainer/io/message_text.h"
+
 namespace kolo::trainer::unicode {
 namespace {
 
@@ -36,31 +38,18 @@ char32_t lower_case(char32_t cp) {
 }  // namespace
 
 char32_t decode_next(std::string_view text, size_t& pos) {
-  static constexpr char32_t kMinValue[] = {0, 0x80, 0x800, 0x10000};  // shortest form per length
   const unsigned char lead = static_cast<unsigned char>(text[pos]);
-  size_t extra = 0;
-  char32_t value = lead;
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    extra = 1, value = lead & 0x1F;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    extra = 2, value = lead & 0x0F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    extra = 3, value = lead & 0x07;
-  }
-  bool valid = extra > 0 && pos + extra < text.size();
-  for (size_t i = 1; valid && i <= extra; ++i) {
-    const unsigned char next = static_cast<unsigned char>(text[pos + i]);
-    valid = (next & 0xC0) == 0x80;
-    value = (value << 6) | (next & 0x3F);
-  }
   // Overlong forms and surrogates are not valid UTF-8 either: they fall back to Latin-1 too.
-  if (valid && value >= kMinValue[extra] && value <= 0x10FFFF &&
-      !(value >= 0xD800 && value < 0xE000)) {
-    pos += extra + 1;
-    return value;
+  const size_t n = utf8_sequence(text.substr(pos));
+  if (n == 0) {
+    ++pos;
+    return lead;  // ASCII, or an undecodable byte read as Latin-1
   }
-  ++pos;
-  return lead;  // ASCII, or an undecodable byte read as Latin-1
+  char32_t value = lead & (n == 2 ? 0x1F : n == 3 ? 0x0F : 0x07);
+  for (size_t i = 1; i < n; ++i)
+    value = (value << 6) | (static_cast<unsigned char>(text[pos + i]) & 0x3F);
+  pos += n;
+  return value;
 }
 
 void append_utf8(std::string& out, char32_t cp) {

@@ -4,10 +4,7 @@
 #include <cstdint>
 
 namespace kolo::trainer {
-namespace {
 
-// Bytes of the well-formed UTF-8 sequence at the start of `s` (RFC 3629: no overlong forms, no
-// surrogates, nothing past U+10FFFF), or 0 when it does not start one.
 size_t utf8_sequence(std::string_view s) {
   const auto byte = [&](size_t i) { return static_cast<uint8_t>(s[i]); };
   const uint8_t lead = byte(0);
@@ -32,8 +29,6 @@ size_t utf8_sequence(std::string_view s) {
   return n;
 }
 
-}  // namespace
-
 std::string printable_text(std::string_view text) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string out;
@@ -45,7 +40,7 @@ std::string printable_text(std::string_view text) {
       ++i;
       continue;
     }
-    if (const size_t n = c >= 0x80 ? utf8_sequence(text.substr(i)) : 0; n > 0) {
+    if (const size_t n = utf8_sequence(text.substr(i)); n > 0) {
       out.append(text.substr(i, n));
       i += n;
       continue;

@@ -3,6 +3,7 @@
 // the message there, and raw control or non-UTF-8 bytes would reach the terminal as they are.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -12,5 +13,10 @@ namespace kolo::trainer {
 // a well-formed UTF-8 sequence written as \xNN; printable ASCII and UTF-8 characters are kept
 // ("spam-1/\x00.txt", "\xff").
 std::string printable_text(std::string_view text);
+
+// Bytes of the well-formed UTF-8 sequence at the start of `s` (RFC 3629: no overlong forms, no
+// surrogates, nothing past U+10FFFF), or 0 when it does not start one (an ASCII byte included).
+// The tokenizer's decoder (trainer/data/unicode.h) uses it too.
+size_t utf8_sequence(std::string_view s);
 
 }  // namespace kolo::trainer
