@@ -227,6 +227,23 @@ TEST_F(ModelSafetensors, WrappedSizesAndOverlappingTensorsAreRefused) {
   expect_error([&] { SafetensorsFile::header_only(overlap); }, "overlap");
 }
 
+TEST_F(ModelSafetensors, HolesAndTrailingBytesAreRefused) {
+  // The format has tensors cover the data section exactly; bytes no tensor owns were accepted.
+  const std::string a = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  EXPECT_EQ(SafetensorsFile(raw("exact.safetensors", a, 8)).tensors().size(), 1u);
+  const std::string trailing = raw("trailing.safetensors", a, 9);
+  expect_error([&] { SafetensorsFile f(trailing); }, "1 bytes after the last tensor");
+  expect_error([&] { SafetensorsFile::header_only(trailing); }, "trailing.safetensors");
+  const std::string hole = raw("hole.safetensors",
+                               R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                               R"("b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})",
+                               20);
+  expect_error([&] { SafetensorsFile f(hole); }, "4 bytes of the data section before tensor 'b'");
+  const std::string lead =
+      raw("lead.safetensors", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12);
+  expect_error([&] { SafetensorsFile f(lead); }, "before tensor 'a'");
+}
+
 TEST_F(ModelSafetensors, EmptyTensorsOverlapNothingAndHeaderErrorsKeepTheReason) {
   // An empty tensor at a real one's offset shares no bytes; it was refused as an overlap when
   // the sort (by offset only) put it second.

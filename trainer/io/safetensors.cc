@@ -233,15 +233,25 @@ void SafetensorsFile::parse(size_t file_bytes) {
   std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
     return std::tie(a.offset, a.bytes, a.name) < std::tie(b.offset, b.bytes, b.name);
   });
-  // Tensors may not share bytes: a crafted header could alias one tensor onto another. An empty
-  // tensor shares none, wherever its offsets point.
+  // Tensors may not share bytes (a crafted header could alias one tensor onto another), and, as
+  // the format requires, they cover the data section without holes or trailing bytes (bytes no
+  // tensor owns are either damage or something hidden in the file). An empty tensor owns none,
+  // wherever its offsets point.
   const Entry* last = nullptr;  // the previous non-empty tensor
+  size_t next = data_start;     // where the next non-empty tensor must begin
   for (const Entry& e : entries_) {
     if (e.bytes == 0) continue;
-    KOLO_CHECK_ARG(last == nullptr || e.offset >= last->offset + last->bytes, path_, ": tensors '",
-                   last->name, "' and '", e.name, "' overlap in the data section");
+    KOLO_CHECK_ARG(last == nullptr || e.offset >= next, path_, ": tensors '", last->name, "' and '",
+                   e.name, "' overlap in the data section");
+    KOLO_CHECK_ARG(e.offset == next, path_, ": ", e.offset - next,
+                   " bytes of the data section before tensor '", e.name,
+                   "' belong to no tensor (the data section may have no holes)");
+    next = e.offset + e.bytes;
     last = &e;
   }
+  KOLO_CHECK_ARG(next == file_bytes, path_, ": ", file_bytes - next,
+                 " bytes after the last tensor belong to no tensor (truncated header or "
+                 "trailing bytes)");
 }
 
 const SafetensorsFile::Entry* SafetensorsFile::get(const std::string& name) const {
