@@ -198,6 +198,13 @@ Response Coordinator::decide_ready(const std::string& name,
       continue;
     }
     std::string va, vb, field = disagreement(ref, *q, &va, &vb);
+    if (field == "root") {  // set ranks, given as job ranks as the message's ranks are
+      auto job_root = [&](int root) {
+        return std::to_string(root >= 0 && root < size_ ? job_rank(root) : root);
+      };
+      va = job_root(ref.root);
+      vb = job_root(q->root);
+    }
     if (!field.empty()) {
       resp.kind = Response::Kind::kError;
       resp.error = "tensor '" + name + "': " + field + " mismatch: " + rank_text(first) + " has " +

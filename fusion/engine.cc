@@ -563,7 +563,15 @@ std::vector<Response> Engine::Impl::negotiate(ProcessSet& set, bool joined,
 
 std::string Engine::Impl::next_barrier_name(int set) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return "barrier." + std::to_string(barriers_[set]++);
+  // Counted from the set's last completed join: a barrier refused because some rank had joined
+  // was counted only on the ranks that called it, and the counts must agree again once every
+  // rank has joined (else every later barrier waits under names that differ).
+  const bool known =
+      set >= 0 && static_cast<size_t>(set) < sets_.size() && sets_[static_cast<size_t>(set)];
+  const uint64_t joins = known ? sets_[static_cast<size_t>(set)]->joins_completed.load() : 0;
+  BarrierCount& count = barriers_[set];
+  if (count.joins != joins) count = BarrierCount{joins, 0};
+  return "barrier." + std::to_string(count.next++);
 }
 
 }  // namespace kolo::engine

@@ -138,7 +138,11 @@ class Engine::Impl {
   std::vector<int> removals_;           // the sets removed here, in call order
   size_t retired_ = 0;                  // how many of removals_ every rank has retired
   size_t active_sets_ = 1;
-  std::map<int, uint64_t> barriers_;  // per set: barriers submitted so far
+  // Per set: barriers submitted since the set's last completed join (`joins`).
+  struct BarrierCount {
+    uint64_t joins = 0, next = 0;
+  };
+  std::map<int, BarrierCount> barriers_;
   bool stopping_ = false, dead_ = false;
   bool idle_ = false;  // the loop waits for work: a submission wakes it
   ErrorCode death_code_ = ErrorCode::kPeerLost;

@@ -60,6 +60,8 @@ struct ProcessSet {
   uint64_t submitted = 0;  // ops taken from the queue so far
   bool joined = false;
   std::shared_ptr<Handle::State> join_state;
+  // Joins completed on the set (every rank had joined): barrier names count from the last one.
+  std::atomic<uint64_t> joins_completed{0};
   std::unique_ptr<DeviceSet> device;  // opened by the set's first device op
   // The device of this rank's device tensors in the set (-1: none yet): set at submission, read
   // by the loop to open `device` where this rank holds no tensor of the op (it joined).

@@ -59,6 +59,7 @@ void reduce_scatter(Communicator& comm, Pending& p) {
 void Executor::run_single(ProcessSet& set, const Response& r) {
   Communicator& comm = *set.comm;
   if (r.type == OpType::kJoin) {
+    set.joins_completed.fetch_add(1);  // before the joiner wakes: its next barrier counts anew
     if (set.join_state) {
       set.join_state->value = r.last_joined;
       set.join_state->succeed();

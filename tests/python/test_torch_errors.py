@@ -5,6 +5,7 @@ unsupported inputs and bad arguments refused naming them. Runs under kolorun at 
 import json
 import os
 import tempfile
+import threading
 import time
 import warnings
 
@@ -284,3 +285,87 @@ def test_alltoall_counts_that_differ_fail_on_every_rank():
     x, y = torch.ones(count), torch.zeros(count)
     with pytest.raises(kolo.MismatchError):
         comm.alltoall(x.numpy(), y.numpy())
+
+
+def test_a_process_set_refused_on_one_rank_is_refused_on_every_rank():
+    # kolo.torch checked the list before the engine's collective: only the refusing rank raised,
+    # the others waited out KOLO_TIMEOUT_SECONDS, and the job's communicator was lost for good.
+    bad = r == n - 1
+    with pytest.raises(ValueError, match="not ranks of a job" if bad else
+                       "rank %d refused its call" % (n - 1)):
+        hvd.add_process_set([0, n + 5] if bad else [0])
+    first = hvd.add_process_set([0])  # nothing was added, and the job goes on
+    assert first.ranks == [0] and hvd.remove_process_set(first)
+    # Ranks are integers, never truncated ([0.7] was taken as rank 0).
+    for ranks in ([0.7], ["0"], [False]):
+        with pytest.raises(TypeError, match="ranks must be integers"):
+            hvd.ProcessSet(ranks)
+        with pytest.raises(TypeError, match="ranks must be integers"):
+            hvd.add_process_set(ranks)
+    with pytest.raises(TypeError, match="process_set must be a ProcessSet"):
+        hvd.allreduce(torch.ones(1), process_set=[0])
+
+
+def test_a_refused_init_of_process_sets_leaves_nothing_started():
+    hvd.barrier()
+    hvd.shutdown()
+    with pytest.raises(TypeError, match="process_sets"):
+        hvd.init(process_sets=hvd.ProcessSet([0]))
+    assert not hvd.is_initialized()
+    good = hvd.ProcessSet([0])
+    with pytest.raises(ValueError, match="not ranks of a job"):
+        hvd.init(process_sets=[good, hvd.ProcessSet([0, n + 3])])
+    assert not hvd.is_initialized() and good.process_set_id is None
+    hvd.init(process_sets=[good])  # a corrected retry registers its sets
+    assert good.process_set_id is not None and good.included() == (r == 0)
+    hvd.barrier()
+    assert hvd.remove_process_set(good)
+
+
+def test_barriers_agree_again_after_a_barrier_refused_during_a_join():
+    # The refused barrier was counted on the ranks that called it only: once every rank had
+    # joined, their barriers had other names than the joined rank's and waited forever.
+    if r == 0:
+        hvd.join()
+    else:
+        with pytest.raises(hvd.HorovodInternalError, match="joined"):
+            hvd.barrier()
+        hvd.join()
+    hvd.barrier()
+    hvd.barrier()
+
+
+def test_one_handle_synchronized_by_two_threads():
+    # The second thread got a bare KeyError.
+    if r == 0:
+        time.sleep(0.5)  # both threads of the other ranks wait before the op can complete
+    h = hvd.allreduce_async(torch.ones(3), name="two.threads", op=hvd.Sum)
+    results = []
+
+    def wait():
+        try:
+            results.append(hvd.synchronize(h).tolist())
+        except ValueError as error:
+            results.append(str(error))
+    threads = [threading.Thread(target=wait) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [float(n)] * 3 in results
+    if r != 0:
+        assert any("synchronized by another thread" in str(x) for x in results), results
+    hvd.barrier()
+
+
+def test_a_root_mismatch_in_a_process_set_names_job_ranks():
+    # The roots were the set's own indices (0 and 1) next to job ranks 1 and 2.
+    if n < 3:
+        pytest.skip("needs a process set of two ranks that is not the job")
+    tail = hvd.add_process_set([1, 2])
+    if tail.included():
+        with pytest.raises(hvd.HorovodInternalError,
+                           match="root mismatch: rank 1 has 1, rank 2 has 2"):
+            hvd.broadcast(torch.zeros(2), r, name="mm.setroot", process_set=tail)
+    hvd.barrier()
+    assert hvd.remove_process_set(tail)

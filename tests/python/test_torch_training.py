@@ -319,6 +319,23 @@ def adam_after_one_step(r):
     return model, opt
 
 
+def test_ranks_outside_the_optimizers_process_set_train_alone():
+    # Hooks went on every rank: backward() on a rank outside the set raised "not a member".
+    r = hvd.rank()
+    only0 = hvd.add_process_set([0])
+    w = torch.nn.Parameter(torch.full((2,), float(r + 1)))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([w], lr=1.0), named_parameters=[("w", w)],
+                                   process_set=only0)
+    (w * (r + 1)).sum().backward()
+    opt.step()
+    assert w.tolist() == [float(r + 1) - (r + 1)] * 2  # its own gradient, alone
+    with pytest.raises(ValueError, match="not registered"):
+        hvd.DistributedOptimizer(torch.optim.SGD([w], lr=1.0), named_parameters=[("w", w)],
+                                 process_set=hvd.ProcessSet([0]))
+    hvd.barrier()
+    assert hvd.remove_process_set(only0)
+
+
 def test_broadcast_parameters_and_optimizer_state():
     model, opt = adam_after_one_step(hvd.rank())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)

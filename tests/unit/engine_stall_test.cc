@@ -37,6 +37,32 @@ TEST(EngineStall, AWaitWithATimeoutReturnsWhileTheWaiterRunsCycles) {
   });
 }
 
+TEST(EngineStall, ABarrierRefusedAfterAJoinLeavesLaterBarriersInStep) {
+  // Rank 0 joins; the others' barrier is refused (only allreduce continues after a join). It
+  // had counted a barrier on ranks 1 and 2 only: once all had joined, their next barrier was
+  // "barrier.1" against rank 0's "barrier.0" and waited forever.
+  run_thread_ranks(3, TransportKind::kShm, [](Communicator& comm) {
+    Engine eng(borrowed(comm), quick_options());
+    if (comm.rank() == 0) {
+      Handle j = eng.join();
+      EXPECT_TRUE(status_of(j).ok);
+    } else {
+      const engine::Status refused = status_of(eng.barrier());
+      EXPECT_FALSE(refused.ok);
+      EXPECT_NE(refused.message.find("joined"), std::string::npos) << refused.message;
+      EXPECT_TRUE(status_of(eng.join()).ok);
+    }
+    for (int i = 0; i < 2; ++i) {
+      Handle b = eng.barrier();
+      const bool done = b.wait(20s);
+      EXPECT_TRUE(done) << "barrier " << i << " after the join never completed";
+      if (!done) return 1;
+      EXPECT_TRUE(b.status().ok) << b.status().message;
+    }
+    return 0;
+  });
+}
+
 TEST(EngineStall, ACachedNameThatOneRankSkipsIsReported) {
   // A name in the response cache runs without negotiation, so the coordinator never saw it
   // waiting: a rank skipping a tensor it sent in earlier steps (the classic stall) hung with

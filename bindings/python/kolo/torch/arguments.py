@@ -48,6 +48,18 @@ def rank_arg(value, what, size):
     return int(value)
 
 
+def ranks_arg(ranks, what):
+    """A list of job ranks (a process set's, init(comm=...)'s) as sorted ints: a list, tuple or
+    range of integers (never truncated: 0.7 or "1" is refused, not taken as rank 0 or 1)."""
+    if not isinstance(ranks, (list, tuple, range)):
+        raise TypeError("%s takes a list of ranks, not %s (mpi4py communicators are not "
+                        "supported)" % (what, type(ranks).__name__))
+    for r in ranks:
+        if isinstance(r, bool) or not isinstance(r, numbers.Integral):
+            raise TypeError("%s: ranks must be integers, got %r" % (what, r))
+    return sorted(int(r) for r in ranks)
+
+
 def splits_arg(splits):
     """alltoall's splits as a list of ints (None: even parts): a list, tuple or 1-d integer
     tensor of row counts. Negative counts and a wrong sum are refused by the engine."""

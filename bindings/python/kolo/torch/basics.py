@@ -9,6 +9,7 @@ import atexit
 from kolo import _core
 from kolo.errors import InvalidArgumentError, IoError
 from kolo.torch import horovod_env
+from kolo.torch.arguments import ranks_arg
 
 
 class _State:
@@ -34,8 +35,8 @@ def _resolve_comm(comm):
     if not isinstance(comm, (list, tuple, range)):
         raise TypeError("init(comm=...) takes a list of ranks or a kolo.Communicator, not %s "
                         "(mpi4py communicators are not supported)" % type(comm).__name__)
+    ranks = ranks_arg(comm, "init(comm=...)")
     world = _world()
-    ranks = sorted(int(r) for r in comm)
     if len(set(ranks)) != len(ranks) or not ranks or ranks[0] < 0 or ranks[-1] >= world.size:
         raise ValueError("init(comm=%s): expected distinct ranks in [0, %d)" % (list(comm),
                                                                                 world.size))
@@ -55,6 +56,8 @@ def init(comm=None, process_sets=None):
     honoured where kolo has an equivalent (kolo/torch/horovod_env.py)."""
     if _state.engine is not None:
         return
+    from kolo.torch import ops, process_sets as sets
+    sets._check_init_sets(process_sets)
     horovod_env.apply()
     try:
         _core.check_engine_settings()  # each rank names a bad setting, before any waits
@@ -65,9 +68,12 @@ def init(comm=None, process_sets=None):
         if explained is error:
             raise
         raise explained from error
-    from kolo.torch import ops, process_sets as sets
     ops._reset()
-    sets._setup(_state.comm.size, process_sets)
+    try:
+        sets._setup(_state.comm.size, process_sets)
+    except BaseException:
+        shutdown()  # all or nothing: a retry of init() starts afresh
+        raise
 
 
 def shutdown():

@@ -178,7 +178,9 @@ def synchronize(handle):
         return None
     for h in op.handles:
         h.wait()  # KeyboardInterrupt leaves the op registered: its tensors stay alive
-    del _handle_map[handle]
+    if _handle_map.pop(handle, None) is None:
+        raise ValueError("handle %r was synchronized by another thread at the same time; its "
+                         "result went there" % (handle,))
     for h in op.handles:
         h.check()
     return op.finish()

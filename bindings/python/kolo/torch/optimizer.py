@@ -18,7 +18,7 @@ from kolo.torch.arguments import compression_arg, scale_arg
 from kolo.torch.compression import Compression
 from kolo.torch.ops import (Average, Adasum, _grouped_allreduce_async, _PreparedAllreduce,
                             allreduce_async_, sparse_allreduce_async, synchronize)
-from kolo.torch.process_sets import global_process_set
+from kolo.torch.process_sets import _id_of, global_process_set
 
 
 # Gradients this large are reduced on their own (not packed into a fusion buffer): those get a
@@ -65,7 +65,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._moved = set()  # parameters whose gradient was offered shared memory
         self._prepared = {}  # parameter -> _PreparedAllreduce of its gradient
         self._share_grads = _shared_grads_enabled()
-        if basics.size() > 1:
+        # Hooks on the set's members only (as Horovod): a rank outside the set trains alone, and
+        # its backward() must not submit to a set it is not in.
+        if basics.size() > 1 and self.process_set.included():
             self._register_hooks()
 
     def _names(self, named_parameters):
@@ -318,6 +320,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if op == Adasum:
         raise NotImplementedError("kolo does not implement Adasum; use op=Average or op=Sum")
     compression_arg(compression)
+    _id_of(process_set)  # a registered ProcessSet: the hooks go on its members only
     _check_count(backward_passes_per_step, "backward_passes_per_step")
     _check_count(num_groups, "num_groups", low=0)
     scale_arg(gradient_predivide_factor, "gradient_predivide_factor")

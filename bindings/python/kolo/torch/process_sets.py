@@ -6,6 +6,7 @@ retires the Python object (later ops on it raise ValueError) and the engine free
 communicator.
 """
 from kolo.torch import basics
+from kolo.torch.arguments import ranks_arg
 
 
 class ProcessSet:
@@ -15,10 +16,7 @@ class ProcessSet:
     by init(process_sets=[...]) or add_process_set()."""
 
     def __init__(self, ranks_or_comm):
-        if not isinstance(ranks_or_comm, (list, tuple, range)):
-            raise TypeError("kolo process sets are lists of ranks, not %s (mpi4py communicators "
-                            "are not supported)" % type(ranks_or_comm).__name__)
-        self.ranks = sorted(int(r) for r in ranks_or_comm)
+        self.ranks = ranks_arg(ranks_or_comm, "ProcessSet")
         if len(set(self.ranks)) != len(self.ranks):
             raise ValueError("process set ranks %s repeat a rank" % list(ranks_or_comm))
         self.process_set_id = None
@@ -60,13 +58,25 @@ global_process_set.process_set_id = 0
 _registered = {}  # id -> ProcessSet, the global set included
 
 
+def _check_init_sets(process_sets):
+    """init(process_sets=...): None, "dynamic" or a list of ProcessSet, checked before the engine
+    starts."""
+    if process_sets is None or (isinstance(process_sets, str) and process_sets == "dynamic"):
+        return
+    if not isinstance(process_sets, (list, tuple)) or not all(
+            isinstance(ps, ProcessSet) for ps in process_sets):
+        raise TypeError("init(process_sets=...) takes a list of ProcessSet or \"dynamic\", got %r"
+                        % (process_sets,))
+
+
 def _setup(world_size, process_sets):
-    """init(): the global set spans the engine's communicator; `process_sets` are added."""
+    """init(): the global set spans the engine's communicator; `process_sets` are added (init
+    stops the engine again if one is refused: refusals reach every rank)."""
     global_process_set.ranks = list(range(world_size))
     global_process_set.process_set_id = 0
     _registered.clear()
     _registered[0] = global_process_set
-    if process_sets is None or process_sets == "dynamic":
+    if process_sets is None or isinstance(process_sets, str):
         return
     for ps in process_sets:
         add_process_set(ps)
@@ -83,28 +93,47 @@ def _id_of(process_set):
     """The engine's id of a registered set; ValueError otherwise."""
     basics._engine()
     if not isinstance(process_set, ProcessSet):
-        raise ValueError("process_set must be a ProcessSet, not %s" % type(process_set).__name__)
+        raise TypeError("process_set must be a ProcessSet, not %s" % type(process_set).__name__)
     if process_set.process_set_id is None or process_set.process_set_id not in _registered:
         raise ValueError("%s is not registered (add_process_set) or was removed" % process_set)
     return process_set.process_set_id
 
 
-def add_process_set(process_set):
-    """Registers a ProcessSet (or a list of ranks) and returns it. Collective: every rank of the
-    job calls it, in the same order, with the same ranks."""
-    engine = basics._engine()
-    if not isinstance(process_set, ProcessSet):
-        process_set = ProcessSet(process_set)
+def _refusal(process_set):
+    """add_process_set's argument as a ProcessSet, or the error that refuses it here."""
+    try:
+        if not isinstance(process_set, ProcessSet):
+            process_set = ProcessSet(process_set)
+    except (TypeError, ValueError) as error:
+        return None, error
     if process_set.process_set_id is not None:
-        raise ValueError("%s is already registered" % process_set)
+        return None, ValueError("%s is already registered" % process_set)
     n = basics.size()
     if not process_set.ranks or process_set.ranks[0] < 0 or process_set.ranks[-1] >= n:
-        raise ValueError("process set ranks %s are not ranks of a job of %d" %
-                         (process_set.ranks, n))
+        return None, ValueError("process set ranks %s are not ranks of a job of %d" %
+                                (process_set.ranks, n))
     for other in _registered.values():
         if other.ranks == process_set.ranks:
-            raise ValueError("a process set with ranks %s exists already: %s" %
-                             (process_set.ranks, other))
+            return None, ValueError("a process set with ranks %s exists already: %s" %
+                                    (process_set.ranks, other))
+    return process_set, None
+
+
+def add_process_set(process_set):
+    """Registers a ProcessSet (or a list of ranks) and returns it. Collective: every rank of the
+    job calls it, in the same order, with the same ranks. A call refused on one rank is refused
+    on every rank (each learns which rank refused and why), and no set is added."""
+    engine = basics._engine()
+    process_set, refusal = _refusal(process_set)
+    from kolo.torch.functions import allgather_object  # functions imports this module
+    verdicts = allgather_object(None if refusal is None else
+                                "%s: %s" % (type(refusal).__name__, refusal))
+    if refusal is not None:
+        raise refusal
+    refused = [(q, why) for q, why in enumerate(verdicts) if why is not None]
+    if refused:
+        raise ValueError("add_process_set(%s): rank %d refused its call (%s); no set is added" %
+                         (process_set.ranks, refused[0][0], refused[0][1]))
     process_set.process_set_id = engine.add_process_set(process_set.ranks)
     _registered[process_set.process_set_id] = process_set
     return process_set
