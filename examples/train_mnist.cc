@@ -132,12 +132,11 @@ int run(Job job, const Args& args) {
     sampler.set_epoch(static_cast<uint64_t>(epoch));
     const auto epoch_start = std::chrono::steady_clock::now();
     loop.run_epoch(epoch, steps_per_epoch, accumulation, [&](size_t index, float loss_scale) {
-      auto batch = kt::make_feature_batch(data.train, sampler.batch_indices(index));
-      // Augmentation shifts from the micro-batch's place in the job, not from the rank alone.
-      kt::Rng rng(kt::mix_seed(
-          seed ^ 0x6d6e697374ULL, static_cast<uint64_t>(epoch),
-          index * static_cast<uint64_t>(job.world()) + static_cast<uint64_t>(job.rank())));
-      kt::random_shift_images(batch, max_shift, rng);
+      const std::span<const size_t> images = sampler.batch_indices(index);
+      auto batch = kt::make_feature_batch(data.train, images);
+      // Each image's shift follows the image, whatever the world size or accumulation.
+      kt::random_shift_images(batch, max_shift, seed ^ 0x6d6e697374ULL,
+                              static_cast<uint64_t>(epoch), images);
       const float loss = model.forward(batch);
       model.backward(loss_scale);
       samples += static_cast<double>(batch.batch);

@@ -11,6 +11,7 @@
 
 #include "comm/base/error.h"
 #include "tests/trainer/data_test_util.h"
+#include "trainer/data/augment.h"
 #include "trainer/data/mnist.h"
 #include "trainer/data/sampler.h"
 
@@ -69,6 +70,28 @@ TEST(DataMnist, BatchesCoverTheSplitOnce) {
   }
   EXPECT_EQ(seen.size(), train.count);
   EXPECT_EQ(std::set<size_t>(seen.begin(), seen.end()).size(), train.count);
+}
+
+TEST(DataMnist, AnImagesShiftFollowsTheImageNotItsBatch) {
+  // Found by a sweep: shifts were drawn per micro-batch, whose size follows the world size, so
+  // train_mnist's losses at 1, 2 and 4 ranks differed for the same global batch.
+  const std::vector<size_t> samples{5, 17, 3000, 42};
+  FeatureBatch whole = make_feature_batch(mnist().train, samples);
+  random_shift_images(whole, 3, 11, 2, samples);
+  FeatureBatch unshifted = make_feature_batch(mnist().train, samples);
+  EXPECT_NE(whole.inputs, unshifted.inputs);
+  const size_t half = samples.size() / 2 * kMnistPixels;
+  for (size_t part = 0; part < 2; ++part) {  // the same samples in batches of two
+    const std::span<const size_t> two(samples.data() + 2 * part, 2);
+    FeatureBatch batch = make_feature_batch(mnist().train, two);
+    random_shift_images(batch, 3, 11, 2, two);
+    EXPECT_TRUE(std::equal(batch.inputs.begin(), batch.inputs.end(),
+                           whole.inputs.begin() + static_cast<std::ptrdiff_t>(part * half)))
+        << "batch " << part;
+  }
+  FeatureBatch next_epoch = make_feature_batch(mnist().train, samples);
+  random_shift_images(next_epoch, 3, 11, 3, samples);
+  EXPECT_NE(next_epoch.inputs, whole.inputs);  // another epoch, other shifts
 }
 
 TEST(DataMnist, MissingDataNamesTheFetchScript) {

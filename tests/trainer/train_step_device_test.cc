@@ -104,9 +104,9 @@ void steps(Bert& model, TrainStep& step, const Recipe& run, int rank, int first,
       step.begin_micro(m + 1 == run.accumulation);
       model.set_dropout_seed(static_cast<uint64_t>(s * run.accumulation + m));
       model.forward(batch_for(s * run.accumulation + m, rank));
-      model.backward(step.loss_scale());
+      model.backward(step.backward_scale(run.accumulation));
     }
-    const StepResult r = step.finish(run.accumulation);
+    const StepResult r = step.finish();
     EXPECT_TRUE(r.applied) << run.dtype << " step " << s;
     out.norms.push_back(r.grad_norm);
   }

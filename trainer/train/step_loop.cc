@@ -12,11 +12,12 @@ void StepLoop::run_epoch(int64_t epoch, int64_t steps, int accumulation, const M
   for (int64_t s = first; s < steps; ++s) {
     for (int a = 0; a < accumulation; ++a) {
       step_.begin_micro(a == accumulation - 1);
-      const MicroResult r = micro(static_cast<size_t>(s * accumulation + a), step_.loss_scale());
+      const MicroResult r =
+          micro(static_cast<size_t>(s * accumulation + a), step_.backward_scale(accumulation));
       loss_.add(r.loss);
       meter_.add(r.units);
     }
-    const StepResult result = step_.finish(accumulation);
+    const StepResult result = step_.finish();
     if (++done_ % every_ == 0 || done_ == total_) report(result, epoch);
     if (after_) after_(epoch, s + 1);
   }

@@ -20,9 +20,9 @@ struct MicroResult {
 
 class StepLoop {
  public:
-  // micro(index, loss_scale): forward and backward of micro-batch `index` of the epoch, the
-  // backward seeded with loss_scale.
-  using Micro = std::function<MicroResult(size_t index, float loss_scale)>;
+  // micro(index, scale): forward and backward of micro-batch `index` of the epoch, the backward
+  // seeded with `scale` (TrainStep::backward_scale: the loss scale over the accumulation steps).
+  using Micro = std::function<MicroResult(size_t index, float scale)>;
 
   StepLoop(TrainStep& step, int64_t total_steps, int64_t steps_per_print,
            ProgressPrinter& progress);

@@ -159,14 +159,14 @@ void TrainStep::stop_if_diverged() const {
                  scaler_.options().min_scale, ": the training has diverged", remedy);
 }
 
-StepResult TrainStep::finish(int accumulation) {
+StepResult TrainStep::finish() {
   StepResult result;
   result.loss_scale = scaler_.scale();
   result.lr = lr();
   if (parallel_ != nullptr) parallel_->finish_reduction();
   const GradSource grads =
       parallel_ != nullptr ? parallel_->grads() : GradSource{model_.grads(), model_.dtype()};
-  const float multiplier = 1.0f / (result.loss_scale * static_cast<float>(accumulation));
+  const float multiplier = 1.0f / result.loss_scale;  // the seeds held 1 / accumulation
   // On a device one pass gives the overflow flag and this rank's part of the squared norm.
   bool overflow = false;
   double device_sumsq = 0.0;

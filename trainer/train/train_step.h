@@ -39,14 +39,21 @@ class TrainStep {
   TrainStep(Model& model, const TrainConfig& config, int64_t total_steps,
             DataParallel* parallel = nullptr);
 
-  // What each micro-batch's backward multiplies the loss by (the fp16 loss scale, else 1).
+  // The fp16 loss scale (else 1).
   float loss_scale() const { return scaler_.scale(); }
+  // What each micro-batch's backward multiplies its loss by in a step of `accumulation`
+  // micro-batches: the loss scale over the accumulation steps, as DeepSpeed divides the loss by
+  // them before backward, so the accumulated gradients hold the scaled mean (a scaled sum grew
+  // with the accumulation steps and overflowed float16 where the same global batch did not).
+  float backward_scale(int accumulation) const {
+    return scaler_.scale() / static_cast<float>(accumulation);
+  }
   // Before each micro-batch's backward: whether it is the last of this step (the one whose
   // gradients are reduced across ranks).
   void begin_micro(bool last_of_step);
-  // Call after `accumulation` backward passes: updates the weights (or skips on overflow) and
-  // zeroes the gradients for the next step.
-  StepResult finish(int accumulation);
+  // Call after the step's backward passes (each seeded with backward_scale): updates the
+  // weights (or skips on overflow) and zeroes the gradients for the next step.
+  StepResult finish();
   DataParallel* data_parallel() const { return parallel_; }
 
   int64_t applied_steps() const { return optimizer_->step_count(); }

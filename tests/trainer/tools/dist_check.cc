@@ -146,9 +146,9 @@ Run train(std::shared_ptr<kolo::Communicator> comm, int micro, int accumulation,
       const kt::TokenBatch batch =
           kt::make_token_batch(examples, sampler.batch_indices(index), 0, kSeq, false, true);
       loss += model.forward(batch);
-      model.backward(step.loss_scale());
+      model.backward(step.backward_scale(accumulation));
     }
-    step.finish(accumulation);
+    step.finish();
     run.losses.push_back(parallel.sum({loss / accumulation})[0] / world);
     if (s + 1 == checkpoints.save_at)
       kt::save_checkpoint(checkpoints.dir, model, step, parallel, {"check", s + 1, s + 1, 0, s + 1},
