@@ -299,61 +299,75 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
                  " was claimed on this rendezvous store already: by a second process with that "
                  "rank (every process needs a rank of its own: KOLO_RANK / RANK / SLURM_PROCID), "
                  "or by an earlier communicator of this process on the same store");
-  auto same_size = [size](int r, const std::string& value) {
-    const std::string theirs = value.substr(0, value.find('\n'));
-    if (theirs != std::to_string(size))
-      KOLO_THROW(ErrorCode::kMismatch, "the job size differs between ranks: this rank was told ",
-                 size, ", rank ", r, " was told ", theirs,
-                 " (KOLO_SIZE / WORLD_SIZE / SLURM_NTASKS, or kolorun's -np on each host)");
-  };
-  auto hosts = bootstrap::store_allgather(
-      *store, "host", rank, size,
-      std::to_string(size) + "\n" + bootstrap::host_identity() + "\n" + bootstrap::cpu_mask_text(),
-      timeout, same_size);
-  std::vector<std::string> cpu_masks;
-  for (std::string& host : hosts) {
-    host.erase(0, host.find('\n') + 1);
-    const size_t cut = host.rfind('\n');
-    cpu_masks.push_back(cut == std::string::npos ? "" : host.substr(cut + 1));
-    if (cut != std::string::npos) host.resize(cut);
-  }
-  auto topo = bootstrap::compute_topology(hosts, rank, cpu_masks);
-  comm->local_rank_ = topo.local_rank;
-  comm->local_size_ = topo.local_size;
-  comm->cross_rank_ = topo.cross_rank;
-  comm->cross_size_ = topo.cross_size;
-  comm->host_of_rank_ = topo.host_of_rank;
-  comm->host_cpus_ = topo.host_cpus;
-  comm->transport_ = resolve_transport(options, topo.cross_size);
-  const std::string algorithm = env::get_or("KOLO_ALGORITHM", "auto");
-  comm->env_algorithm_ = parse_algorithm(algorithm, "KOLO_ALGORITHM");
-  if (size > 1)
-    require_same_choices(*store, rank, size, transport_name(comm->transport_), algorithm, timeout);
-  if (size > 1) {
-    // Across hosts, tcp must listen on an address the other hosts can reach: the one this rank
-    // reaches the store from (the first non-loopback address of the host may be on an
-    // interface the others cannot reach), else that first address.
-    const bool remote_peers = topo.cross_size > 1 && !options.store_on_loopback;
-    std::string bind;
-    if (remote_peers && !env::get("KOLO_TCP_ADDR")) {
-      bind = store->local_address();
-      if (bind.empty() || net::is_loopback(bind)) bind = net::routable_address();
+  // A rank that gives up from here on leaves its reason in the store, where the others'
+  // waits for it look (bootstrap::get_from_rank): they fail at once quoting it, instead of
+  // waiting out the timeout for a rank that "did not arrive".
+  auto connect = [&] {
+    auto same_size = [size](int r, const std::string& value) {
+      const std::string theirs = value.substr(0, value.find('\n'));
+      if (theirs != std::to_string(size))
+        KOLO_THROW(ErrorCode::kMismatch, "the job size differs between ranks: this rank was told ",
+                   size, ", rank ", r, " was told ", theirs,
+                   " (KOLO_SIZE / WORLD_SIZE / SLURM_NTASKS, or kolorun's -np on each host)");
+    };
+    auto hosts =
+        bootstrap::store_allgather(*store, "host", rank, size,
+                                   std::to_string(size) + "\n" + bootstrap::host_identity() + "\n" +
+                                       bootstrap::cpu_mask_text(),
+                                   timeout, same_size);
+    std::vector<std::string> cpu_masks;
+    for (std::string& host : hosts) {
+      host.erase(0, host.find('\n') + 1);
+      const size_t cut = host.rfind('\n');
+      cpu_masks.push_back(cut == std::string::npos ? "" : host.substr(cut + 1));
+      if (cut != std::string::npos) host.resize(cut);
     }
-    transport::ContextOptions ctx{store,
-                                  comm->tag_,
-                                  rank,
-                                  size,
-                                  comm->world_ranks_,
-                                  topo.cross_size > 1 ? hosts : std::vector<std::string>{},
-                                  timeout,
-                                  bind,
-                                  topo.host_cpus,
-                                  options.store_on_loopback};
-    comm->context_ = transport::create_context(comm->transport_, ctx);
-    comm->shared_ = comm->context_->shared_memory();
+    auto topo = bootstrap::compute_topology(hosts, rank, cpu_masks);
+    comm->local_rank_ = topo.local_rank;
+    comm->local_size_ = topo.local_size;
+    comm->cross_rank_ = topo.cross_rank;
+    comm->cross_size_ = topo.cross_size;
+    comm->host_of_rank_ = topo.host_of_rank;
+    comm->host_cpus_ = topo.host_cpus;
+    comm->transport_ = resolve_transport(options, topo.cross_size);
+    const std::string algorithm = env::get_or("KOLO_ALGORITHM", "auto");
+    comm->env_algorithm_ = parse_algorithm(algorithm, "KOLO_ALGORITHM");
+    if (size > 1)
+      require_same_choices(*store, rank, size, transport_name(comm->transport_), algorithm,
+                           timeout);
+    if (size > 1) {
+      // Across hosts, tcp must listen on an address the other hosts can reach: the one this rank
+      // reaches the store from (the first non-loopback address of the host may be on an
+      // interface the others cannot reach), else that first address.
+      const bool remote_peers = topo.cross_size > 1 && !options.store_on_loopback;
+      std::string bind;
+      if (remote_peers && !env::get("KOLO_TCP_ADDR")) {
+        bind = store->local_address();
+        if (bind.empty() || net::is_loopback(bind)) bind = net::routable_address();
+      }
+      transport::ContextOptions ctx{store,
+                                    comm->tag_,
+                                    rank,
+                                    size,
+                                    comm->world_ranks_,
+                                    topo.cross_size > 1 ? hosts : std::vector<std::string>{},
+                                    timeout,
+                                    bind,
+                                    topo.host_cpus,
+                                    options.store_on_loopback};
+      comm->context_ = transport::create_context(comm->transport_, ctx);
+      comm->shared_ = comm->context_->shared_memory();
+    }
+  };
+  try {
+    connect();
+  } catch (const Error& e) {
+    bootstrap::leave_setup_reason(*store, rank, e.what());
+    bootstrap::linger_before_verdict(rank);  // rank 0 hosts the store: let the others read it
+    throw;
   }
   KOLO_LOG(kDebug, "communicator ", comm->tag_, ": rank ", rank, " of ", size, ", transport ",
-           transport_name(comm->transport_), ", ", topo.cross_size, " host(s)");
+           transport_name(comm->transport_), ", ", comm->cross_size_, " host(s)");
   return comm;
 }
 

@@ -1,6 +1,7 @@
 // Store helpers, MemoryStore and PrefixStore.
 #include "comm/bootstrap/store.h"
 
+#include <algorithm>
 #include <charconv>
 #include <thread>
 
@@ -32,6 +33,12 @@ std::string MemoryStore::get(const std::string& key, std::chrono::milliseconds t
     KOLO_THROW(ErrorCode::kTimeout, "store key '", key, "' was not set within ", timeout.count(),
                " ms (a rank did not arrive; KOLO_TIMEOUT_SECONDS)");
   return values_[key];
+}
+
+std::optional<std::string> MemoryStore::check(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = values_.find(key);
+  return it == values_.end() ? std::nullopt : std::optional<std::string>(it->second);
 }
 
 int64_t add_to_counter(const std::string& key, const std::string* current, int64_t delta) {
@@ -72,6 +79,36 @@ int64_t PrefixStore::add(const std::string& key, int64_t delta) {
   return base_->add(prefix_ + "/" + key, delta);
 }
 
+std::string get_from_rank(Store& store, const std::string& key, int peer,
+                          std::chrono::milliseconds timeout) {
+  using namespace std::chrono;
+  const auto deadline = steady_clock::now() + timeout;
+  const std::string abort_key = "abort/" + std::to_string(peer);
+  // Non-blocking looks at both keys, at growing intervals (1 ms to 50 ms): a value that is there
+  // costs one request, and a rank waiting long asks about 20 times a second.
+  auto pause = milliseconds(1);
+  for (;;) {
+    if (std::optional<std::string> value = store.check(key)) return *value;
+    if (std::optional<std::string> why = store.check(abort_key))
+      KOLO_THROW(ErrorCode::kPeerLost, "rank ", peer,
+                 " gave up while setting up; it had failed with: ", *why);
+    const auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
+    if (left <= milliseconds(0))
+      KOLO_THROW(ErrorCode::kTimeout, "store key '", key, "' was not set within ", timeout.count(),
+                 " ms (a rank did not arrive; KOLO_TIMEOUT_SECONDS)");
+    std::this_thread::sleep_for(std::min(pause, left));
+    pause = std::min(2 * pause, milliseconds(50));
+  }
+}
+
+void leave_setup_reason(Store& store, int rank, const std::string& why) {
+  try {
+    store.set_within("abort/" + std::to_string(rank), why, std::chrono::milliseconds(500));
+  } catch (const Error&) {
+    // The store may be what failed; the others then report what they see.
+  }
+}
+
 void store_barrier(Store& store, const std::string& name, int size,
                    std::chrono::milliseconds timeout) {
   // The last rank to arrive publishes "<name>/done"; everyone waits for it.
@@ -89,8 +126,8 @@ std::vector<std::string> store_allgather(
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     try {
-      values[static_cast<size_t>(r)] =
-          store.get(name + "/" + std::to_string(r), std::max(left, std::chrono::milliseconds(0)));
+      values[static_cast<size_t>(r)] = get_from_rank(store, name + "/" + std::to_string(r), r,
+                                                     std::max(left, std::chrono::milliseconds(0)));
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kTimeout) throw;
       KOLO_THROW(ErrorCode::kTimeout, "rank ", r, " of ", size, " did not arrive within ",

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ class Store {
   // Atomically adds `delta` to the integer at `key` (0 when missing); returns the new value.
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
 
+  // The value of `key` if it is set now, without waiting.
+  virtual std::optional<std::string> check(const std::string& key) = 0;
   // Waits until every key exists.
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
   // Best-effort set bounded by `timeout`, for error paths where the store may be gone.
@@ -42,6 +45,7 @@ class MemoryStore : public Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
+  std::optional<std::string> check(const std::string& key) override;
 
  private:
   std::mutex mutex_;
@@ -57,6 +61,9 @@ class PrefixStore : public Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
+  std::optional<std::string> check(const std::string& key) override {
+    return base_->check(prefix_ + "/" + key);
+  }
   std::string local_address() override { return base_->local_address(); }
   void set_within(const std::string& key, const std::string& value,
                   std::chrono::milliseconds timeout) override {
@@ -81,6 +88,17 @@ std::vector<std::string> store_allgather(
     Store& store, const std::string& name, int rank, int size, const std::string& value,
     std::chrono::milliseconds timeout,
     const std::function<void(int, const std::string&)>& check = {});
+
+// The value of `key`, which rank `peer` publishes: while waiting, also looks for the reason
+// `peer` left under "abort/<peer>" when it gave up (a failed setup: a bad setting, a transport
+// that would not start), and then fails at once (kPeerLost) quoting it, instead of waiting out
+// `timeout` and reporting a rank that "did not arrive".
+std::string get_from_rank(Store& store, const std::string& key, int peer,
+                          std::chrono::milliseconds timeout);
+
+// Where a rank that gives up while setting up a communicator leaves its reason for the others
+// (get_from_rank), best effort within half a second.
+void leave_setup_reason(Store& store, int rank, const std::string& why);
 
 // The value of an add(): `current` (a key's value, empty when absent) plus delta. Refuses
 // (kInvalidArgument, naming the key) a value that is not a 64-bit integer and a sum that

@@ -17,6 +17,11 @@ bool apply(StoreState& state, int conn, uint8_t cmd, const std::string& key,
     out += encode_response("");
     return true;
   }
+  if (cmd == kCheck) {
+    auto it = state.values.find(key);
+    out += encode_response(it != state.values.end() ? "1" + it->second : std::string("0"));
+    return true;
+  }
   if (cmd == kGet) {
     auto it = state.values.find(key);
     if (it != state.values.end())
@@ -66,7 +71,7 @@ bool handle_requests(StoreState& state, int conn, std::string& in, std::string& 
     uint64_t value_len;
     std::memcpy(&key_len, in.data() + at + 1, 4);
     std::memcpy(&value_len, in.data() + at + 5, 8);
-    if (cmd < kSet || cmd > kAdd || key_len > kMaxKey || value_len > kMaxValue) {
+    if (cmd < kSet || cmd > kCheck || key_len > kMaxKey || value_len > kMaxValue) {
       why = "malformed request (cmd " + std::to_string(cmd) + ", key " + std::to_string(key_len) +
             " B, value " + std::to_string(value_len) + " B)";
       ok = false;

@@ -3,10 +3,11 @@
 // TcpStoreServer (tcp_store.cc) feeds it what each authenticated connection sends.
 //
 // Little endian, after the handshake (comm/net/auth.h):
-//   request  : cmd u8 (1 set, 2 get, 3 add) | key_len u32 | value_len u64 | key | value
+//   request  : cmd u8 (1 set, 2 get, 3 add, 4 check) | key_len u32 | value_len u64 | key | value
 //   response : status u8 (0) | value_len u64 | value
 // add carries the delta as an i64 and is answered with the new value as an i64; a get of a
-// missing key is answered later, when some connection sets it (StoreState::waiters).
+// missing key is answered later, when some connection sets it (StoreState::waiters); check is
+// answered at once: "1" and the value when the key exists, "0" when it does not.
 #pragma once
 
 #include <cstddef>
@@ -17,7 +18,7 @@
 
 namespace kolo::bootstrap {
 
-inline constexpr uint8_t kSet = 1, kGet = 2, kAdd = 3;
+inline constexpr uint8_t kSet = 1, kGet = 2, kAdd = 3, kCheck = 4;
 inline constexpr size_t kHeaderBytes = 1 + 4 + 8;
 inline constexpr uint32_t kMaxKey = 4096;
 inline constexpr uint64_t kMaxValue = 64ull << 20;

@@ -232,6 +232,14 @@ std::string TcpStore::get(const std::string& key, std::chrono::milliseconds time
   return request(kGet, key, "", timeout);
 }
 
+std::optional<std::string> TcpStore::check(const std::string& key) {
+  const std::string reply = request(kCheck, key, "", connect_timeout_);
+  if (reply.empty() || (reply[0] != '0' && reply[0] != '1'))
+    KOLO_THROW(ErrorCode::kIo, "rendezvous store at ", host_, ":", port_, ": check of '", key,
+               "' answered ", reply.size(), " bytes that are not a check's reply");
+  return reply[0] == '1' ? std::optional<std::string>(reply.substr(1)) : std::nullopt;
+}
+
 std::string TcpStore::local_address() {
   std::lock_guard<std::mutex> lock(mutex_);
   try {

@@ -428,6 +428,33 @@ TEST(Store, AllgatherNamesTheMissingRankAndChecksEachValue) {
   EXPECT_NE(message.find("rank 0 said bad"), std::string::npos) << message;
 }
 
+// A rank that gave up while setting up left its reason: the others' waits for its values end at
+// once quoting it (they waited out the timeout and said it "did not arrive"), on either store.
+TEST(Store, AWaitForARankThatGaveUpEndsQuotingItsReason) {
+  bootstrap::TcpStoreServer server("127.0.0.1", 0);
+  bootstrap::TcpStore tcp("127.0.0.1", server.port(), 0, 5s);
+  bootstrap::MemoryStore memory;
+  for (bootstrap::Store* store :
+       {static_cast<bootstrap::Store*>(&memory), static_cast<bootstrap::Store*>(&tcp)}) {
+    EXPECT_FALSE(store->check("k").has_value());
+    store->set("k", "");
+    EXPECT_EQ(store->check("k"), std::optional<std::string>(""));  // set, and empty
+    bootstrap::leave_setup_reason(*store, 1, "ucx transport setup: ucp_init failed");
+    const auto start = std::chrono::steady_clock::now();
+    const std::string message = error_of(
+        [&] { bootstrap::store_allgather(*store, "a", 0, 2, "x", 30s); }, ErrorCode::kPeerLost);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+    EXPECT_NE(message.find("rank 1 gave up while setting up; it had failed with: ucx transport "
+                           "setup: ucp_init failed"),
+              std::string::npos)
+        << message;
+    // A rank that is there is not held up by the look for reasons.
+    store->set("b/1", "y");
+    EXPECT_EQ(bootstrap::store_allgather(*store, "b", 0, 2, "x", 5s),
+              (std::vector<std::string>{"x", "y"}));
+  }
+}
+
 TEST(Auth, HelloVerifiesOnlyWithTheSameSecretAndNonce) {
   auto challenge = net::make_challenge();
   net::Hello hello{net::Role::kTransportPeer, 5, "w.s0c1"};

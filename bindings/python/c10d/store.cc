@@ -53,6 +53,24 @@ std::string C10dStore::get(const std::string& key, std::chrono::milliseconds tim
   return std::string(value.begin(), value.end());
 }
 
+std::optional<std::string> C10dStore::check(const std::string& key) {
+  if (!translated("check", key, [&] { return store_->check({key}); })) {
+    // Asked over and over by a wait (bootstrap::get_from_rank): the hook runs as in get().
+    // Several threads may wait on one store: the last run's time is atomic.
+    const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    int64_t last = last_hook_.load();
+    const int64_t half_second = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                    std::chrono::milliseconds(500))
+                                    .count();
+    if (while_waiting_ && now - last >= half_second &&
+        last_hook_.compare_exchange_strong(last, now))
+      while_waiting_();
+    return std::nullopt;
+  }
+  std::vector<uint8_t> value = translated("get", key, [&] { return store_->get(key); });
+  return std::string(value.begin(), value.end());
+}
+
 int64_t C10dStore::add(const std::string& key, int64_t delta) {
   return translated("add", key, [&] { return store_->add(key, delta); });
 }

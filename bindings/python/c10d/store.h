@@ -5,6 +5,7 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -27,10 +28,12 @@ class C10dStore : public bootstrap::Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
+  std::optional<std::string> check(const std::string& key) override;
 
  private:
   c10::intrusive_ptr<::c10d::Store> store_;
   std::function<void()> while_waiting_;
+  std::atomic<int64_t> last_hook_{std::chrono::steady_clock::now().time_since_epoch().count()};
 };
 
 }  // namespace kolo::c10d_backend

@@ -143,7 +143,8 @@ void TcpContext::connect_lower(const ContextOptions& options, net::Deadline dead
   for (int peer = 0; peer < rank_; ++peer) {
     std::string address;
     try {
-      address = options.store->get("tcp/" + std::to_string(peer), time_left(deadline));
+      address = bootstrap::get_from_rank(*options.store, "tcp/" + std::to_string(peer), peer,
+                                         time_left(deadline));
       auto [host, port] = split_address(address);
       net::Socket sock = net::Socket::connect(host, port, deadline);
       net::client_handshake(sock, hello, secret, deadline);
