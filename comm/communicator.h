@@ -180,4 +180,10 @@ class Communicator {
 // then allgatherv of the bytes).
 std::vector<std::string> allgather_bytes(Communicator& comm, const std::string& mine);
 
+// Refuses (kInvalidArgument, naming `collective`) send and receive buffers that share a byte
+// unless `inner` starts `offset` bytes into `outer`, the call's one in-place form (named by
+// `in_place_form`). The engine checks its ops with it at submission too.
+void check_overlap(const void* outer, size_t outer_bytes, const void* inner, size_t inner_bytes,
+                   size_t offset, const char* collective, const char* in_place_form);
+
 }  // namespace kolo

@@ -36,6 +36,8 @@ void check_buffer(const void* ptr, size_t count, DType dtype, const char* collec
                  " buffer is null but count is ", count);
 }
 
+}  // namespace
+
 // The send and receive buffers share no byte, or are in the call's one in-place form: `inner`
 // starts `offset` bytes into `outer`. Any other overlap is refused before anything is sent:
 // it would be read after being written, with results that differed by algorithm and size
@@ -48,6 +50,8 @@ void check_overlap(const void* outer, size_t outer_bytes, const void* inner, siz
                  ": the send and receive buffers overlap, but not in place (", in_place_form,
                  "); use disjoint buffers or the in-place form");
 }
+
+namespace {
 
 // The sum of per-rank counts, refused before it can wrap.
 size_t checked_total(const std::vector<size_t>& counts, DType dtype, const char* collective) {

@@ -40,9 +40,10 @@ std::string disagreement(const Request& a, const Request& b, std::string* va, st
                    std::to_string(b.prescale) + "/" + std::to_string(b.postscale)))
            .empty())
     return f;
-  if (!(f = differ(a.compression == b.compression, "compression",
-                   std::to_string(static_cast<int>(a.compression)),
-                   std::to_string(static_cast<int>(b.compression))))
+  static const char* const kCompressionNames[] = {"none", "fp16", "bf16"};  // Compression
+  auto compression = [](Compression c) { return kCompressionNames[static_cast<int>(c)]; };
+  if (!(f = differ(a.compression == b.compression, "compression", compression(a.compression),
+                   compression(b.compression)))
            .empty())
     return f;
   if (!(f = differ(a.device == b.device, "memory", a.device ? "device" : "host",

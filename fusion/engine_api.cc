@@ -43,6 +43,9 @@ Handle Engine::allreduce(const std::string& name, const TensorView& input, const
                          const OpOptions& options) {
   KOLO_CHECK_ARG(input.count() == output.count() && input.dtype == output.dtype, "allreduce of '",
                  name, "': output must match the input's dtype and size");
+  // Any other overlap than output == input would fail in the engine's loop, stopping it.
+  check_overlap(output.data, input.bytes(), input.data, input.bytes(), 0,
+                ("allreduce of '" + name + "'").c_str(), "output == input");
   return impl_->submit(make_request(name, OpType::kAllreduce, input, options), Memory(input),
                        Memory(output), options.process_set);
 }
@@ -113,9 +116,11 @@ void Engine::remove_process_set(int id) {
   impl_->remove_process_set(id);
 }
 
+// Every caller (C, C++, Python) gets the per-rank path: rank r writes `path.rank<r>` or `%r`.
 void Engine::start_timeline(const std::string& path) {
   impl_->check_process();
-  impl_->timeline().start(path, impl_->world().rank());
+  const int rank = impl_->world().rank();
+  impl_->timeline().start(timeline::timeline_path_for_rank(path, rank), rank);
 }
 
 void Engine::stop_timeline() {

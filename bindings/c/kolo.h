@@ -85,7 +85,9 @@ typedef struct {
 
 kolo_options kolo_default_options(void);
 
-/* Lifecycle and topology. */
+/* Lifecycle and topology. Before kolo_init and after kolo_shutdown, calls return
+ * KOLO_ERR_INVALID_ARGUMENT ("kolo is not initialized ..."); an op still pending when this
+ * rank calls kolo_shutdown fails with KOLO_ERR_PEER_LOST ("this rank's engine was shut down"). */
 kolo_status kolo_init(void);
 kolo_status kolo_shutdown(void);
 int kolo_rank(void);
@@ -96,7 +98,8 @@ int kolo_cross_rank(void);
 int kolo_cross_size(void);
 const char* kolo_last_error(void);
 
-/* Asynchronous named ops. `name` must not be pending already on this rank. */
+/* Asynchronous named ops. `name` must not be pending already on this rank. An allreduce's
+ * output is its input (in place) or shares no byte with it; other overlaps are refused. */
 kolo_status kolo_allreduce_async(const char* name, const void* input, void* output, int64_t count,
                                  kolo_dtype dtype, const kolo_options* options,
                                  kolo_handle** handle);
@@ -142,7 +145,8 @@ kolo_status kolo_add_process_set(const int* ranks, int count, int* process_set);
  * communicator (about 1 MiB per set on shared memory) is freed. */
 kolo_status kolo_remove_process_set(int process_set);
 
-/* Timeline (Chrome trace JSON, also KOLO_TIMELINE). */
+/* Timeline (Chrome trace JSON, also KOLO_TIMELINE). Every rank passes the same path: rank 0
+ * writes `path`, rank r `path.rank<r>` (or `%r` in the path is replaced by the rank). */
 kolo_status kolo_timeline_start(const char* path);
 kolo_status kolo_timeline_stop(void);
 

@@ -67,7 +67,8 @@ kolo_status guarded(Fn fn) {
 
 std::shared_ptr<kolo::engine::Engine> engine() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_engine) invalid("kolo_init() has not been called");
+  if (!g_engine)
+    invalid("kolo is not initialized (kolo_init() was not called, or kolo_shutdown() was)");
   return g_engine;
 }
 

@@ -2,7 +2,8 @@
  * call returns KOLO_ERR_INVALID_ARGUMENT with a message naming the problem (before: a huge
  * memmove, a heap overflow, a SIGSEGV, KOLO_ERR_INTERNAL, or an engine thread gone for good),
  * kolo_handle_output refuses an op that has not finished, and afterwards the engine still
- * reduces correctly. Exits 1 when any check fails. */
+ * reduces correctly (also after a refused overlap of input and output, which stopped it).
+ * Exits 1 when any check fails. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -173,6 +174,18 @@ int main(void) {
   if (!empty_ok) failures++;
   printf("bad_args: %s a direct allreduce of 0 elements against 4: status %d, \"%s\"\n",
          empty_ok ? "PASS" : "FAIL", (int)empty, kolo_last_error());
+
+  /* Output overlapping the input other than in place: refused at the door, small (fused) or
+   * large. It was accepted, then failed in the engine and stopped it on this rank (every later
+   * op: "engine stopped"), while the other rank waited out its deadline. */
+  enum { kOverlapCount = 100000 };
+  static float overlap[kOverlapCount + 1];
+  expect_invalid(kolo_allreduce_async("ovl", overlap, overlap + 1, kOverlapCount, KOLO_FLOAT32,
+                                      NULL, &h),
+                 "partly overlapping buffers",
+                 "allreduce of 'ovl': the send and receive buffers overlap");
+  expect_invalid(kolo_allreduce_async("ovl", overlap + 1, overlap, 8, KOLO_FLOAT32, NULL, &h),
+                 "partly overlapping buffers, small", "overlap, but not in place");
 
   /* The engine still works. */
   float x[3] = {1.0f + (float)rank, 2, 3};

@@ -5,7 +5,10 @@
  *     communicator: "ranks called different collectives" in 2 of 3 runs);
  *   - a forked child's op is refused naming the fork (it ran the parent's collectives and broke
  *     the job), its shutdown and exit return (they joined the parent's engine thread and hung in
- *     1 of 3 to 2 of 2 runs), and the parents go on.
+ *     1 of 3 to 2 of 2 runs), and the parents go on;
+ *   - kolo_timeline_start(path) on every rank: rank r writes path.rank<r> (all wrote path);
+ *   - calls before kolo_init and after kolo_shutdown say kolo is not initialized, and an op
+ *     pending at kolo_shutdown fails with KOLO_ERR_PEER_LOST naming the shutdown.
  * Every allreduce's result is checked. Exits 1 when any check fails.
  * With the argument "rank-1-fails": rank 1 exits with status 3 right after kolo_init while rank 0
  * waits in an allreduce (mpirun_failure_test.sh: under mpirun the job must end at once; the
@@ -42,6 +45,40 @@ static int engine_sum_correct(const char* name, int n) {
   return ok;
 }
 
+/* Every rank starts the timeline with one path: rank 0 writes it, rank 1 `path.rank1`, each
+ * a whole JSON array (they wrote one file over each other: rank 1's trace was lost, rank 0's
+ * often cut into). Rank 0 checks both files once both ranks have stopped. */
+static int timeline_per_rank(void) {
+  int32_t pid = (int32_t)getpid();  /* rank 0's pid names the files */
+  if (kolo_comm_broadcast(&pid, 1, KOLO_INT32, 0) != KOLO_OK) return 0;
+  char path[64], other[80];
+  snprintf(path, sizeof path, "/tmp/kolo_c_timeline_%d.json", (int)pid);
+  snprintf(other, sizeof other, "%s.rank1", path);
+  int ok = kolo_timeline_start(path) == KOLO_OK && engine_sum_correct("traced", 64) &&
+           kolo_timeline_stop() == KOLO_OK;
+  ok = kolo_comm_barrier() == KOLO_OK && ok;
+  if (kolo_rank() == 0) {
+    const char* files[2] = {path, other};
+    for (int f = 0; f < 2; ++f) {
+      FILE* in = fopen(files[f], "r");
+      static char text[1 << 16];
+      size_t n = in ? fread(text, 1, sizeof text - 1, in) : 0;
+      if (in) fclose(in);
+      text[n] = '\0';
+      while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ')) text[--n] = '\0';
+      /* A JSON array with the tensor in it. */
+      ok = ok && n > 0 && text[0] == '[' && text[n - 1] == ']' && strstr(text, "traced") != NULL;
+      if (!ok) printf("lifecycle: %s: %.200s\n", files[f], n > 0 ? text : "(missing)");
+    }
+  }
+  ok = kolo_comm_barrier() == KOLO_OK && ok;
+  if (kolo_rank() == 0) {
+    remove(path);
+    remove(other);
+  }
+  return ok;
+}
+
 static void* direct_calls(void* arg) {
   const long id = (long)arg;
   long bad = 0;
@@ -64,6 +101,15 @@ int main(int argc, char** argv) {
     }
     return engine_sum_correct("never.completes", 16) ? 0 : 1;
   }
+  /* Before kolo_init and after kolo_shutdown, calls are refused saying which (it said
+   * "kolo_init() has not been called" also after a shutdown). */
+  float none[1] = {1};
+  kolo_handle* refused = NULL;
+  check(kolo_allreduce_async("early", none, none, 1, KOLO_FLOAT32, NULL, &refused) ==
+                KOLO_ERR_INVALID_ARGUMENT &&
+            strstr(kolo_last_error(), "kolo is not initialized (kolo_init() was not called, or "
+                                      "kolo_shutdown() was)") != NULL,
+        "an op before kolo_init is refused naming both causes");
   int cycles_ok = 1;
   for (int c = 0; c < 8 && cycles_ok; ++c) {
     char name[32];
@@ -72,6 +118,28 @@ int main(int argc, char** argv) {
                 kolo_shutdown() == KOLO_OK;
   }
   check(cycles_ok, "8 cycles of kolo_init, an allreduce and kolo_shutdown");
+  /* An op pending (rank 1 never submits it) when the ranks call kolo_shutdown fails with
+   * KOLO_ERR_PEER_LOST naming the shutdown, as docs/errors.md says for an engine that shut down
+   * under a pending op (this rank's or a peer's, whichever stopped first). */
+  int pending_ok = kolo_init() == KOLO_OK;
+  float lone[4] = {1, 2, 3, 4};
+  kolo_handle* pending = NULL;
+  if (pending_ok && kolo_rank() == 0)
+    pending_ok = kolo_allreduce_async("pending.at.shutdown", lone, lone, 4, KOLO_FLOAT32, NULL,
+                                      &pending) == KOLO_OK;
+  pending_ok = kolo_comm_barrier() == KOLO_OK && pending_ok;
+  pending_ok = kolo_shutdown() == KOLO_OK && pending_ok;
+  if (pending) {
+    const kolo_status s = kolo_wait(pending, 30.0);
+    pending_ok = pending_ok && s == KOLO_ERR_PEER_LOST &&
+                 strstr(kolo_handle_error(pending), "shut") != NULL;
+    printf("lifecycle: the pending op: status %d, \"%s\"\n", (int)s, kolo_handle_error(pending));
+    kolo_handle_free(pending);
+  }
+  check(pending_ok, "an op pending at kolo_shutdown fails with KOLO_ERR_PEER_LOST naming it");
+  check(kolo_timeline_stop() == KOLO_ERR_INVALID_ARGUMENT &&
+            strstr(kolo_last_error(), "kolo is not initialized") != NULL,
+        "a call after kolo_shutdown is refused: kolo is not initialized");
 
   if (kolo_init() != KOLO_OK) {
     fprintf(stderr, "lifecycle: kolo_init: %s\n", kolo_last_error());
@@ -111,6 +179,7 @@ int main(int argc, char** argv) {
           "shutdown and exit return within 30 s");
   }
   check(engine_sum_correct("after.fork", 1000), "the parents' allreduce after the fork");
+  check(timeline_per_rank(), "kolo_timeline_start(path): rank 0 writes path, rank 1 path.rank1");
   kolo_shutdown();
   return failures == 0 ? 0 : 1;
 }

@@ -1,12 +1,16 @@
-// Fault tests with ranks as real processes: a rank SIGKILLed in the middle of an allreduce, a
-// rank that never calls the collective, a client with the wrong secret, and random bytes sent
-// to the store's port. Survivors must fail with a clear error within the deadline plus a
-// margin, or (for the hostile connections) carry on unharmed.
+// Fault tests with ranks as real processes: a rank SIGKILLed in the middle of an allreduce (and
+// over ucx, what UCX prints meanwhile), a rank that never calls the collective, a client with the
+// wrong secret, and random bytes sent to the store's port. Survivors must fail with a clear error
+// within the deadline plus a margin, or (for the hostile connections) carry on unharmed.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <thread>
 #include <vector>
@@ -58,6 +62,42 @@ TEST_P(KilledRank, SurvivorsFailWithinTheDeadlineNamingTheLostRank) {
 
 INSTANTIATE_TEST_SUITE_P(Transports, KilledRank, ::testing::ValuesIn(process_transports()),
                          [](const auto& info) { return std::string(transport_name(info.param)); });
+
+// UCX logs warnings by default: each survivor of a killed rank printed dozens of "UCX  WARN"
+// lines (messages never matched, requests never returned) around kolo's one error line. Unless
+// the user sets UCX_LOG_LEVEL, the ucx transport runs UCX at "error"; kolo's own error names
+// the lost rank. Each rank's stdout and stderr go to a file of its own, read after the job.
+TEST(UcxLog, SurvivorsOfAKilledRankPrintNoUcxWarnings) {
+  if (!KOLO_HAVE_UCX) GTEST_SKIP() << "kolo was built without ucx";
+  if (std::getenv("UCX_LOG_LEVEL")) GTEST_SKIP() << "UCX_LOG_LEVEL is set, and the user's wins";
+  const int size = 4, victim = 2;
+  const std::string log = ::testing::TempDir() + "kolo_ucx_log_" + std::to_string(::getpid());
+  ForkedJob job(size, TransportKind::kUcx, kDeadline);
+  job.start([&](Communicator& comm, int rank) {
+    const std::string file = log + ".rank" + std::to_string(rank);
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, STDOUT_FILENO);  // where UCX logs (UCX_LOG_FILE unset)
+    ::dup2(fd, STDERR_FILENO);
+    ::close(fd);
+    allreduce_forever(comm, rank);
+  });
+  job.wait_started(60.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double killed_at = job.elapsed();
+  job.kill(victim, SIGKILL);
+  auto outcomes = job.collect(killed_at + kDeadline + kMargin);
+  for (int r = 0; r < size; ++r) {
+    const std::string file = log + ".rank" + std::to_string(r);
+    std::ifstream in(file);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::remove(file.c_str());
+    if (r == victim) continue;
+    const Outcome& o = outcomes[static_cast<size_t>(r)];
+    ASSERT_TRUE(o.exited) << "rank " << r << " did not report within the deadline";
+    EXPECT_NE(o.message.find("rank 2"), std::string::npos) << o.message;
+    EXPECT_EQ(text.find("UCX  WARN"), std::string::npos) << "rank " << r << "'s output:\n" << text;
+  }
+}
 
 class AbsentRank : public ::testing::TestWithParam<TransportKind> {};
 

@@ -1,6 +1,7 @@
 """kolo's core bindings (kolo._core) where Python can break them: enum values outside kolo's
 tables, a buffer resized while a collective writes it, Ctrl-C in a blocking collective, objects
-made with __new__ and never initialised, and arguments that must be named when refused. Runs
+made with __new__ and never initialised, arguments that must be named when refused, the
+engine's refusal of overlapping buffers and the timeline's per-rank path. Runs
 under kolorun at 2 and 3 ranks with the other files here (conftest.py)."""
 import json
 import os
@@ -206,3 +207,31 @@ def test_bad_arguments_are_named(comm):
             call()
     comm.broadcast(x, n - 1)  # nothing was left half-done: the communicator still works
     assert kolo.SharedBuffer(3).nbytes == 3
+
+
+def test_engine_refuses_partly_overlapping_buffers_and_goes_on():
+    # Accepted before, it failed inside the engine and stopped it on this rank ("engine stopped"
+    # for every later op) while the other ranks waited out their deadline.
+    from kolo.torch.basics import _engine
+    engine = _engine()
+    x = np.ones(100001, np.float32)
+    address = x.__array_interface__["data"][0]
+    with pytest.raises(kolo.InvalidArgumentError,
+                       match="allreduce of 'core.ovl': the send and receive buffers overlap"):
+        engine.allreduce("core.ovl", address, address + 4, kolo.DType.FLOAT32, [100000])
+    handle = engine.allreduce("core.ovl", address, address, kolo.DType.FLOAT32, [100000])
+    handle.wait()
+    handle.check()
+    assert x[0] == n and x[99999] == n and x[100000] == 1
+
+
+def test_start_timeline_applies_the_rank_once(tmp_path):
+    # The binding and the engine each made the path per rank: rank 1 of "t%r.json" wrote
+    # "t1.json.rank1". One place does it now, for the C API too.
+    hvd.start_timeline(str(tmp_path / "t%r.json"))
+    import torch
+    hvd.allreduce(torch.ones(4), name="core.tl")
+    hvd.stop_timeline()
+    assert sorted(os.listdir(tmp_path)) == ["t%d.json" % r]
+    with open(tmp_path / ("t%d.json" % r)) as f:
+        assert "core.tl" in json.dumps(json.load(f))

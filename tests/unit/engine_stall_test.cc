@@ -63,6 +63,27 @@ TEST(EngineStall, ABarrierRefusedAfterAJoinLeavesLaterBarriersInStep) {
   });
 }
 
+// Ranks that each wait for a tensor the other never submits: the stall shutdown fails both ops
+// on every rank with kMismatch (the ranks disagree on which tensors come next; docs/errors.md),
+// the message naming the stall and the setting.
+TEST(EngineStall, AStallShutdownFailsEveryRankWithMismatch) {
+  run_thread_ranks(2, TransportKind::kShm, [](Communicator& comm) {
+    EngineOptions o = quick_options(0.5);
+    o.stall_check_seconds = 0.2;
+    Engine eng(borrowed(comm), o);
+    std::vector<float> f(8, 1.0f);
+    TensorView fv{f.data(), DType::kFloat32, {8}};
+    const engine::Status s =
+        status_of(eng.allreduce("only.on." + std::to_string(comm.rank()), fv, fv));
+    EXPECT_FALSE(s.ok);
+    EXPECT_EQ(s.code, ErrorCode::kMismatch) << s.message;
+    EXPECT_NE(s.message.find("stall"), std::string::npos) << s.message;
+    EXPECT_NE(s.message.find("failed after KOLO_STALL_SHUTDOWN_SECONDS=0.5"), std::string::npos)
+        << s.message;
+    return 0;
+  });
+}
+
 TEST(EngineStall, ACachedNameThatOneRankSkipsIsReported) {
   // A name in the response cache runs without negotiation, so the coordinator never saw it
   // waiting: a rank skipping a tensor it sent in earlier steps (the classic stall) hung with

@@ -253,11 +253,7 @@ void bind_engine(py::module_& m) {
           py::arg("id"), "Collective, in the same order on every rank; frees the set.")
       .def(
           "start_timeline",
-          [](PyEngine& e, const std::string& path) {
-            auto engine = e.get();
-            engine->start_timeline(
-                timeline::timeline_path_for_rank(path, engine->communicator().rank()));
-          },
+          [](PyEngine& e, const std::string& path) { e.get()->start_timeline(path); },
           py::arg("path"), "Rank 0 writes `path`, rank r `path.rank<r>` (or `%r` in the path).")
       .def("stop_timeline", [](PyEngine& e) { e.get()->stop_timeline(); })
       .def("stats", &stats);

@@ -8,8 +8,10 @@
 #include <poll.h>
 #include <sched.h>
 #include <ucp/api/ucp.h>
+#include <ucs/config/global_opts.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <deque>
 #include <string>
 #include <vector>
@@ -106,8 +108,18 @@ class UcxContext final : public Context {
   const uint64_t abort_word_ = 0;  // what this rank's notices carry
 };
 
+// UCX logs at "warn" by default: a failed job printed dozens of warnings (requests and
+// unexpected messages left behind by the lost peer) around kolo's one error line naming the
+// cause. kolo reports every failure itself, so UCX logs only errors unless the user set
+// UCX_LOG_LEVEL (UCX read it when it was loaded; the global option is set here).
+void quiet_ucx_log() {
+  if (std::getenv("UCX_LOG_LEVEL") == nullptr)
+    (void)ucs_global_opts_set_value("LOG_LEVEL", "error");
+}
+
 UcxContext::UcxContext(const ContextOptions& options) : Context(options) {
   KOLO_CHECK_ARG(options.store != nullptr, "the ucx transport needs a rendezvous store");
+  quiet_ucx_log();
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
