@@ -21,6 +21,7 @@
 #include "comm/base/error.h"
 #include "examples/train_bert_settings.h"
 #include "trainer/checkpoint/checkpoint.h"
+#include "trainer/checkpoint/save_folder.h"
 #include "trainer/config/train_config.h"
 #include "trainer/data/data_files.h"
 #include "trainer/data/rng.h"
@@ -382,6 +383,9 @@ int run(Job job, const Args& args) {
                              {"--save-every", args.save_every},
                              {"--keep", args.keep},
                              {"--device", args.device}});
+  // Before training, which a --save that cannot be written would lose at the first checkpoint:
+  // rank 0 creates the folder, and every rank must see it and be able to write into it.
+  if (!args.save_dir.empty()) kt::check_save_folder(*job.comm, args.save_dir);
 
   kt::set_num_threads(args.threads > 0 ? args.threads : job.default_threads());
   const std::filesystem::path data_dir =
@@ -428,13 +432,6 @@ int run(Job job, const Args& args) {
   if (!args.load.empty()) load_weights(model, args.load, job.lead());
   // Every rank holds the same weights (DataParallel broadcasts rank 0's): rank 0 saves them.
   const bool save = !args.save_dir.empty() && job.lead();
-  // Rank 0 makes the folder; its failure (read-only, a permission) is an error on every rank.
-  std::error_code made;
-  if (save) std::filesystem::create_directories(args.save_dir, made);
-  if (const double err = job.sum({double(made.value())})[0]; err != 0)  // on every rank
-    KOLO_THROW(kolo::ErrorCode::kIo, "--save ", args.save_dir,
-               ": rank 0 cannot create the folder: ",
-               std::system_category().message(static_cast<int>(err)));
 
   // --resume: the phase it names continues; an earlier phase is not run again.
   Checkpointing checkpoints{args.save_dir, "", args.save_every, args.keep, 0};

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 
 #include "comm/base/cli_parse.h"
 #include "comm/base/error.h"
+#include "trainer/checkpoint/save_folder.h"
 #include "trainer/config/train_config.h"
 #include "trainer/data/augment.h"
 #include "trainer/data/data_files.h"
@@ -71,11 +73,17 @@ int run(Job job, const Args& args) {
       static_cast<int>(config.kolo.get_int("max_shift", 2, kt::Range::closed(0, 27)));
   const int micro = static_cast<int>(config.batch.micro_batch_size);
   const int accumulation = static_cast<int>(config.batch.gradient_accumulation_steps);
-  // Before training, which a --save that cannot be written would otherwise lose at the end.
-  // Rank 0 writes it (other hosts may not have its folder), and every rank stops on its verdict.
+  // Before training, which a --save that cannot be written would otherwise lose at the end:
+  // its type and folder, and a file created and removed in that folder (a permission, a
+  // read-only file system). Rank 0 writes it (other hosts may not have its folder), and every
+  // rank stops on its verdict.
   std::exception_ptr save_refused;
   try {
-    if (job.lead() && !args.save.empty()) kt::check_output_file(args.save, "--save");
+    if (job.lead() && !args.save.empty()) {
+      kt::check_output_file(args.save, "--save");
+      const std::string folder = std::filesystem::path(args.save).parent_path().string();
+      kt::check_writable_folder(folder.empty() ? "." : folder, "--save " + args.save);
+    }
   } catch (const kolo::Error&) {
     save_refused = std::current_exception();
   }

@@ -211,6 +211,34 @@ TEST(CheckpointLatest, ADamagedPointerIsNamedAsItIs) {
   fs::remove_all(dir);
 }
 
+// A folder without `latest` (a save that could not write it, a full disk) names the complete
+// step folders in it and how to use one (before: only "holds neither index.json nor latest").
+TEST(CheckpointLatest, AFolderWithoutLatestNamesItsCompleteStepFolders) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kolo_no_latest_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  auto refusal = [&] {
+    return error_of([&] { resolve_checkpoint(dir.string()); }, ErrorCode::kInvalidArgument);
+  };
+  const std::string neither = "kolo invalid argument error: checkpoint: " + dir.string() +
+                              " holds neither index.json (a step folder) nor latest (a checkpoint "
+                              "folder)";
+  EXPECT_EQ(refusal(), neither);
+  fs::create_directories(dir / "step-000004");  // no index: not complete
+  EXPECT_EQ(refusal(), neither);
+  fs::create_directories(dir / "step-000003");
+  std::ofstream(dir / "step-000003" / "index.json") << "{}";
+  EXPECT_EQ(refusal(), neither + "; step-000003 is there: pass " + (dir / "step-000003").string() +
+                           ", or write its name into " + (dir / "latest").string());
+  fs::create_directories(dir / "step-000001");
+  std::ofstream(dir / "step-000001" / "index.json") << "{}";
+  EXPECT_NE(refusal().find("; step-000001, step-000003 are there: pass " +
+                           (dir / "step-000003").string() + " (the newest) or another"),
+            std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST(JsonText, NestingIsLimitedBeforeTheDocumentIsBuilt) {
   std::string ok, deep;
   for (int i = 0; i < kMaxJsonDepth; ++i) ok += "[";

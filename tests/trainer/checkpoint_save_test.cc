@@ -244,6 +244,27 @@ TEST(CheckpointSave, ASaveFailureNamesTheRankAndTheFileOnEveryRank) {
   EXPECT_EQ(messages[1], messages[0]);
   EXPECT_FALSE(fs::exists(mine / "latest"));
   EXPECT_FALSE(fs::exists(mine / ".step-000001.partial")) << "removed by rank 0";
+
+  // `latest` that cannot be written (a full disk; here a folder in its place): the step folder is
+  // complete, and the message says so (before: only "failed").
+  fs::remove_all(theirs);
+  fs::create_directories(mine / "latest");
+  const std::string complete = (mine / "step-000001").string();
+  messages = run_thread_ranks(1, TransportKind::kShm, [&](Communicator& c) {
+    Trainer t(c);
+    return error_of(
+        [&] {
+          save_checkpoint(mine.string(), t.model, t.step, t.parallel, {"train", 1, 1, 0, 1},
+                          kConfig);
+        },
+        ErrorCode::kInvalidArgument);
+  });
+  EXPECT_NE(messages[0].find("checkpoint " + complete + " failed on rank 0: writing latest (" +
+                             "step-000001 itself is complete: --resume " + complete +
+                             " continues from it): "),
+            std::string::npos)
+      << messages[0];
+  EXPECT_TRUE(fs::exists(mine / "step-000001" / "index.json"));
 }
 
 // A fresh run into a folder that holds checkpoints would replace them: checkpoint_entry() says

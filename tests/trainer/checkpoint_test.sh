@@ -20,9 +20,12 @@
 #     folder, into a folder holding checkpoints and (by kolo_ckpt verify) a wrong-typed stored config; a static
 #     fp16.loss_scale wins over the checkpoint's;
 #   - every rank killed while the step-12 folder is being written: latest still loads;
+#   - ranks whose --save names different folders are refused before training, naming rank 1 and
+#     both folders; kolo_ckpt verify of a folder without `latest` names the step folder in it;
 #   - a disk that fills during a save (a 90 MiB tmpfs, as root): the same error on every rank,
 #     naming the rank and the file that failed,
-#     `latest` still names the previous, loadable checkpoint, and no partial folder is left.
+#     `latest` still names the previous, loadable checkpoint, and no partial folder is left; the
+#     same folder read-only is refused before training.
 # Usage: checkpoint_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 [ -n "${KOLO_TEST_TRACE:-}" ] && set -x
@@ -262,6 +265,28 @@ touch "$out/plainfile"
 if "${run[@]}" --save "$out/plainfile/sub" >"$out/mk.log" 2>&1; then exit 1; fi
 grep -q "\-\-save $out/plainfile/sub: rank 0 cannot create the folder" "$out/mk.log" ||
   { cat "$out/mk.log"; exit 1; }
+# Ranks whose --save names different folders (it may be spelled differently per host, but must be
+# one shared folder) are refused before training on every rank, naming rank 1 and both folders
+# (before: both trained, then failed at the first save on a missing .partial folder).
+port=$((20000 + RANDOM % 20000))
+pids=()
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port KOLO_SECRET=ckpt \
+    "${run[@]:3}" --save "$out/host$r" >"$out/host$r.log" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do if wait "$p"; then exit 1; fi; done
+for r in 0 1; do
+  { grep -qF -- "checking the save folder failed on rank 1: --save $out/host1 is not the folder rank 0 saves into ($out/host0)" \
+    "$out/host$r.log" && ! grep -q "^step" "$out/host$r.log"; } || { cat "$out/host$r.log"; exit 1; }
+done
+test -z "$(ls -A "$out/host0")"  # rank 0's probe file is gone
+# A complete step folder without `latest` (a save that could not write it): kolo_ckpt names it.
+mkdir "$out/nolatest"
+cp -r "$out/a/step-000006" "$out/nolatest/"
+if "$ckpt" verify "$out/nolatest" >"$out/nolatest.log" 2>&1; then exit 1; fi
+grep -qF "step-000006 is there: pass $out/nolatest/step-000006, or write its name into $out/nolatest/latest" \
+  "$out/nolatest.log" || { cat "$out/nolatest.log"; exit 1; }
 
 # A full disk during a save: 90 MiB holds the step-6 checkpoint (62 MiB) but not a second.
 if [ "$(id -u)" = 0 ]; then
@@ -279,6 +304,16 @@ if [ "$(id -u)" = 0 ]; then
   # The failed save's partial folder is gone (it was left behind, empty).
   test ! -e "$out/full/c/.step-000012.partial" || { ls -a "$out/full/c"; exit 1; }
   "$ckpt" verify "$out/full/c" | tail -1
+  # A read-only --save folder is refused before training, on every rank, naming it and the reason
+  # (before: at the first checkpoint, after the training).
+  mkdir "$out/full/empty"
+  mount -o remount,ro "$out/full"
+  both_ranks_fail readonly --save "$out/full/empty"
+  for r in 0 1; do
+    { grep -qF -- "checking the save folder failed on rank 0: --save $out/full/empty: cannot create a file in $out/full/empty: Read-only file system" \
+      "$out/readonly$r.log" && ! grep -q "^step" "$out/readonly$r.log"; } ||
+      { cat "$out/readonly$r.log"; exit 1; }
+  done
 else
   echo "checkpoint_test: the full-disk case needs root (a tmpfs mount); not run"
 fi

@@ -4,7 +4,8 @@
 # fine-tunes again, printing every metric; both run data-parallel on 2 ranks under kolorun;
 # ZeRO stages 2 (the default config) and 3 with activation checkpointing; bad batch sizes and
 # unknown ZeRO stages are refused; ranks with different settings stop naming the key; empty path
-# flags, bad phase settings and oversized batches are refused before any work.
+# flags, bad phase settings, oversized batches and a --save that cannot be written are refused
+# before any work.
 # Usage: programs_test.sh BUILD_DIR
 # SOURCE_DIR
 set -euo pipefail
@@ -12,7 +13,11 @@ build=$1
 kolorun=$build/tools/kolorun
 cd "$2"
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+cleanup() {
+  if mountpoint -q "$out/ro" 2>/dev/null; then umount "$out/ro"; fi
+  rm -rf "$out"
+}
+trap cleanup EXIT
 
 "$build/examples/train_mnist" --save "$out/mnist.safetensors" | tee "$out/mnist.log"
 accuracy=$(sed -n 's/^train_mnist: test accuracy \([0-9.]*\) .*/\1/p' "$out/mnist.log")
@@ -134,6 +139,20 @@ for r in 0 1; do
   { test "$rc" = 1 && grep -q -- '--save /nonexistent/x.st' "$out/mnist_save$r.log"; } ||
     { echo "rank $r: exit $rc"; cat "$out/mnist_save$r.log"; exit 1; }
 done
+# A --save folder that cannot be written (a read-only tmpfs, as root) is refused before training,
+# naming --save, the folder and the reason (before: after the whole training, at the save).
+if [ "$(id -u)" = 0 ]; then
+  mkdir -p "$out/ro"
+  mount -t tmpfs -o ro,size=1m tmpfs "$out/ro"
+  rc=0
+  "$build/examples/train_mnist" --save "$out/ro/m.safetensors" >"$out/mnist_ro.log" 2>&1 || rc=$?
+  umount "$out/ro"
+  { test "$rc" = 1 && ! grep -q "train_mnist: MLP" "$out/mnist_ro.log" &&
+    grep -qF -- "--save $out/ro/m.safetensors: cannot create a file in $out/ro: Read-only file system" \
+      "$out/mnist_ro.log"; } || { echo "exit $rc"; cat "$out/mnist_ro.log"; exit 1; }
+else
+  echo "programs_test: the read-only --save case needs root (a tmpfs mount); not run"
+fi
 # A rank killed during training (ranks started torchrun-style, so no launcher tears the job
 # down): the survivor stops within the deadline with an error that names the lost rank.
 port=$((20000 + RANDOM % 20000))

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "comm/base/error.h"
+#include "trainer/checkpoint/collectively.h"
 #include "trainer/checkpoint/index_check.h"
 #include "trainer/dist/partition.h"
 #include "trainer/io/atomic_file.h"
@@ -58,6 +59,18 @@ bool is_step_name(const std::string& name) {
                      [](unsigned char c) { return std::isdigit(c) != 0; });
 }
 
+// The folders of `dir` named "step-" and digits, in order (none when `dir` cannot be read).
+std::vector<std::string> step_folders(const fs::path& dir) {
+  std::vector<std::string> steps;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string n = entry.path().filename().string();
+    if (is_step_name(n) && entry.is_directory(ec)) steps.push_back(n);
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
 // "<name>.<kind>[first:end]": elements [first, end) of the tensor.
 std::string piece_name(const ParamInfo& p, const std::string& kind, size_t first, size_t end) {
   return p.name + "." + kind + "[" + std::to_string(first) + ":" + std::to_string(end) + "]";
@@ -75,52 +88,6 @@ std::vector<RangeOut> buffers(TrainStep& step) {
 // Writes `text` to `path` atomically.
 void write_text_atomic(const std::string& path, const std::string& text) {
   write_file_atomically(path, [&](const Append& append) { append(text.data(), text.size()); });
-}
-
-// The lowest rank whose `ok` is false, the same on every rank; -1 when every rank is ok.
-int first_failed(Communicator& comm, bool ok) {
-  int32_t failed = ok ? comm.size() : comm.rank();
-  comm.allreduce(&failed, &failed, 1, DType::kInt32, ReduceOp::kMin);
-  return failed == comm.size() ? -1 : failed;
-}
-
-// Runs `work` on this rank; then every rank learns whether all succeeded. A failure anywhere
-// throws on every rank the same error: the lowest failing rank's code, `what` (its folder, where
-// ranks were given different ones) and message ("<what> failed on rank 1: checkpoint file ...
-// has 3000 bytes, the index says 4000"), carried in one broadcast, so that each rank's error
-// names the file at fault and the rank, not only a lost peer. A work that writes several files
-// names the one that failed in its error (writing()).
-template <typename Work>
-void collectively(Communicator& comm, const std::string& what, Work&& work) {
-  bool ok = true;
-  ErrorCode code = ErrorCode::kIo;
-  std::string error;
-  try {
-    work();
-  } catch (const Error& e) {
-    ok = false;
-    code = e.code();
-    error = e.message();
-  } catch (const std::exception& e) {
-    ok = false;
-    error = e.what();
-  }
-  const int failed = first_failed(comm, ok);
-  if (failed < 0) return;
-  // The failing rank's code, then "<what> failed on rank N: <error>" cut to the block (ends
-  // with a NUL).
-  constexpr size_t kBlock = 4096;
-  std::vector<char> block(kBlock, 0);
-  if (comm.rank() == failed) {
-    const int32_t c = static_cast<int32_t>(code);
-    std::memcpy(block.data(), &c, sizeof c);
-    const std::string message = what + " failed on rank " + std::to_string(failed) + ": " + error;
-    message.copy(block.data() + sizeof c, kBlock - sizeof c - 1);
-  }
-  comm.broadcast(block.data(), kBlock, DType::kUInt8, failed);
-  int32_t c = 0;
-  std::memcpy(&c, block.data(), sizeof c);
-  KOLO_THROW(static_cast<ErrorCode>(c), std::string(block.data() + sizeof c));
 }
 
 // Runs `write`, naming `file` in what it throws: the work of one collectively() writes several
@@ -200,7 +167,10 @@ void publish(const fs::path& dir, const std::string& step) {
     fs::rename(tmp, final_dir);
   }
   sync_folder(dir.string());
-  writing("latest", [&] { write_text_atomic((dir / "latest").string(), step + "\n"); });
+  // The step folder is complete by now: the message says so, and how to resume from it.
+  writing("latest (" + step + " itself is complete: --resume " + final_dir.string() +
+              " continues from it)",
+          [&] { write_text_atomic((dir / "latest").string(), step + "\n"); });
   fs::remove_all(aside);
 }
 
@@ -217,6 +187,25 @@ nlohmann::json layout_json(const ParamLayout& layout) {
   for (const ParamInfo& p : layout.params())
     out.push_back({{"name", p.name}, {"shape", p.shape}, {"offset", p.offset}, {"numel", p.numel}});
   return out;
+}
+
+// For a folder without `latest`: the step folders in it that hold an index (a save whose
+// `latest` could not be written, a full disk, leaves its complete step folder so), and how to
+// use one ("; step-000003 is there: pass DIR/step-000003, ..."); "" when there are none.
+std::string complete_steps_hint(const std::string& path) {
+  std::vector<std::string> steps;
+  std::error_code ec;
+  for (const std::string& n : step_folders(path))
+    if (fs::exists(fs::path(path) / n / "index.json", ec)) steps.push_back(n);
+  if (steps.empty()) return "";
+  const std::string newest = (fs::path(path) / steps.back()).string();
+  std::string names;
+  for (size_t i = steps.size() > 4 ? steps.size() - 4 : 0; i < steps.size(); ++i)
+    names += (names.empty() ? "" : ", ") + steps[i];
+  if (steps.size() > 4) names = std::to_string(steps.size() - 4) + " older, " + names;
+  return "; " + names + (steps.size() == 1 ? " is" : " are") + " there: pass " + newest +
+         (steps.size() == 1 ? "" : " (the newest) or another") + ", or write its name into " +
+         (fs::path(path) / "latest").string();
 }
 
 }  // namespace
@@ -348,12 +337,8 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
     if (keep <= 0) return;
     // The newest `keep` up to this one. Steps after it are an earlier run's that went further
     // (this run resumed from before them): not this run's to count or delete.
-    std::vector<std::string> steps;
-    for (const auto& entry : fs::directory_iterator(dir)) {
-      const std::string n = entry.path().filename().string();
-      if (entry.is_directory() && is_step_name(n) && n <= name) steps.push_back(n);
-    }
-    std::sort(steps.begin(), steps.end());
+    std::vector<std::string> steps = step_folders(dir);
+    steps.erase(std::upper_bound(steps.begin(), steps.end(), name), steps.end());
     for (size_t i = 0; i + static_cast<size_t>(keep) < steps.size(); ++i)
       fs::remove_all(fs::path(dir) / steps[i]);
   });
@@ -363,12 +348,8 @@ std::string save_checkpoint(const std::string& dir, Model& model, TrainStep& ste
 std::string checkpoint_entry(const std::string& dir) {
   std::error_code ec;
   if (fs::exists(fs::symlink_status(fs::path(dir) / "latest", ec))) return "latest";
-  std::string first;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string n = entry.path().filename().string();
-    if (is_step_name(n) && entry.is_directory(ec) && (first.empty() || n < first)) first = n;
-  }
-  return first;
+  const std::vector<std::string> steps = step_folders(dir);
+  return steps.empty() ? "" : steps.front();
 }
 
 bool continues_save_folder(const std::string& resume, const std::string& save_dir) {
@@ -400,7 +381,8 @@ std::string resolve_checkpoint(const std::string& path) {
   std::error_code ec;
   CHECK_OR_THROW(fs::exists(fs::symlink_status(latest, ec)), ErrorCode::kInvalidArgument,
                  "checkpoint: ", path,
-                 " holds neither index.json (a step folder) nor latest (a checkpoint folder)");
+                 " holds neither index.json (a step folder) nor latest (a checkpoint folder)",
+                 complete_steps_hint(path));
   // A symbolic link loop is there but cannot be followed: not "missing".
   (void)fs::status(latest, ec);
   CHECK_OR_THROW(!ec || ec == std::errc::no_such_file_or_directory, ErrorCode::kInvalidArgument,
