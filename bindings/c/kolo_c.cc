@@ -4,12 +4,14 @@
 #include "bindings/c/kolo.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 
+#include "comm/base/interrupt.h"
 #include "comm/communicator.h"
 #include "fusion/engine.h"
 
@@ -72,15 +74,30 @@ std::shared_ptr<kolo::engine::Engine> engine() {
   return g_engine;
 }
 
+// kolo_shutdown on another thread ends a direct call that waits (for a peer that never comes
+// it held the communicator, and the next kolo_init, until its deadline): each direct call runs
+// with an interrupt hook (comm/base/interrupt.h) that asks whether a shutdown came since the
+// call began, so its wait ends within ~0.1 s.
+std::atomic<uint64_t> g_shutdowns{0};
+thread_local uint64_t t_shutdowns_at_call = 0;
+bool shut_down_since_call() {
+  return g_shutdowns.load() != t_shutdowns_at_call;
+}
+
 // A direct collective on the world communicator, which serves one call at a time: calls from
 // several threads take turns (each rank must still make them in the same order).
 std::mutex g_direct_mutex;
 template <typename Fn>
 kolo_status direct(Fn fn) {
   return guarded([&] {
+    t_shutdowns_at_call = g_shutdowns.load();
+    // Declared before the engine: the engine (and its communicator and store) is let go before
+    // the lock, which kolo_shutdown waits for.
+    std::unique_lock<std::mutex> lock(g_direct_mutex, std::defer_lock);
     auto e = engine();
     e->check_process();
-    std::lock_guard<std::mutex> lock(g_direct_mutex);
+    lock.lock();
+    kolo::ScopedInterruptHook hook(&shut_down_since_call);
     fn(e->communicator());
   });
 }
@@ -181,11 +198,19 @@ kolo_status kolo_init(void) {
 }
 
 kolo_status kolo_shutdown(void) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  return guarded([] {
-    g_engine.reset();
-    g_comm.reset();
-  });
+  kolo_status status;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    g_shutdowns.fetch_add(1);  // a direct call waiting on another thread gives up
+    status = guarded([] {
+      g_engine.reset();
+      g_comm.reset();
+    });
+  }
+  // Until such a call has let the engine and communicator go (not under g_mutex, which it takes
+  // first), so that a kolo_init that follows does not meet the old rendezvous store.
+  std::lock_guard<std::mutex> direct_done(g_direct_mutex);
+  return status;
 }
 
 int kolo_rank(void) {

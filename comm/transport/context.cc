@@ -191,7 +191,8 @@ void Context::throw_timeout(int peer) const {
 
 void Context::throw_interrupted(int peer) const {
   KOLO_THROW(ErrorCode::kIo, where(), ": the wait for ", describe_peer(peer),
-             " was interrupted by a signal (Ctrl-C): this rank gave the call up, and the "
+             " was interrupted by a signal (Ctrl-C), or by kolo_shutdown on another thread: this "
+             "rank gave the call up, and the "
              "communicator cannot be used again");
 }
 

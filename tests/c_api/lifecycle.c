@@ -8,7 +8,9 @@
  *     1 of 3 to 2 of 2 runs), and the parents go on;
  *   - kolo_timeline_start(path) on every rank: rank r writes path.rank<r> (all wrote path);
  *   - calls before kolo_init and after kolo_shutdown say kolo is not initialized, and an op
- *     pending at kolo_shutdown fails with KOLO_ERR_PEER_LOST naming the shutdown.
+ *     pending at kolo_shutdown fails with KOLO_ERR_PEER_LOST naming the shutdown;
+ *   - kolo_shutdown ends a direct call waiting on another thread within ~0.1 s (it waited out
+ *     its deadline, and the next kolo_init failed on every rank).
  * Every allreduce's result is checked. Exits 1 when any check fails.
  * With the argument "rank-1-fails": rank 1 exits with status 3 right after kolo_init while rank 0
  * waits in an allreduce (mpirun_failure_test.sh: under mpirun the job must end at once; the
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bindings/c/kolo.h"
@@ -89,6 +92,38 @@ static void* direct_calls(void* arg) {
     for (int i = 0; i < 300; ++i) bad += x[i] != (float)(kolo_size() * (id + 1));
   }
   return (void*)bad;
+}
+
+static double seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void* lone_direct_allreduce(void* status) {
+  static float x[1000];
+  *(kolo_status*)status = kolo_comm_allreduce(x, x, 1000, KOLO_FLOAT32, KOLO_SUM);
+  return NULL;
+}
+
+/* kolo_shutdown ends a direct call that waits on another thread of rank 0 (rank 1 never joins
+ * it), and kolo_init then works: the call waited out its deadline (30 s here), holding the old
+ * communicator, and the next kolo_init failed on every rank. */
+static int shutdown_ends_a_waiting_direct_call(void) {
+  kolo_status blocked = KOLO_OK;
+  pthread_t thread;
+  const double start = seconds();
+  if (kolo_rank() == 0) pthread_create(&thread, NULL, lone_direct_allreduce, &blocked);
+  sleep(1);
+  int ok = kolo_shutdown() == KOLO_OK;
+  if (kolo_rank() == 0) {
+    pthread_join(thread, NULL);
+    ok = ok && blocked == KOLO_ERR_IO;
+  }
+  const double took = seconds() - start;
+  printf("lifecycle: the waiting direct call: status %d after %.1f s\n", (int)blocked, took);
+  return ok && took < 10 && kolo_init() == KOLO_OK &&
+         engine_sum_correct("after.an.interrupted.call", 64);
 }
 
 int main(int argc, char** argv) {
@@ -180,6 +215,8 @@ int main(int argc, char** argv) {
   }
   check(engine_sum_correct("after.fork", 1000), "the parents' allreduce after the fork");
   check(timeline_per_rank(), "kolo_timeline_start(path): rank 0 writes path, rank 1 path.rank1");
+  check(shutdown_ends_a_waiting_direct_call(),
+        "kolo_shutdown ends a direct call waiting on another thread, and kolo_init follows");
   kolo_shutdown();
   return failures == 0 ? 0 : 1;
 }
