@@ -225,7 +225,14 @@ std::string bounded_tag(const std::string& tag) {
 std::shared_ptr<Communicator> Communicator::init(const CommunicatorOptions& given) {
   auto info = bootstrap::detect_launch();
   log::set_rank(info.rank);
-  check_settings();
+  // A bad setting fails this rank with its own message before any wait, and is left in the
+  // store too (below), so that the others' setup waits quote it rather than wait out the timeout.
+  std::exception_ptr bad_setting;
+  try {
+    check_settings();
+  } catch (const Error&) {
+    bad_setting = std::current_exception();
+  }
   CommunicatorOptions options = given;
   options.launched_by_mpi = info.launcher == "mpi";
   check_timeout(options);
@@ -250,10 +257,13 @@ std::shared_ptr<Communicator> Communicator::init(const CommunicatorOptions& give
     options.store_on_loopback = earlier_loopback;
     ++calls;
   } else {
-    if (info.size == 1)
-      store = std::make_shared<bootstrap::MemoryStore>();
-    else
-      store = connect_store(info, timeout, ++generation, &options);
+    try {
+      store = info.size == 1 ? std::make_shared<bootstrap::MemoryStore>()
+                             : connect_store(info, timeout, ++generation, &options);
+    } catch (const Error&) {
+      if (bad_setting) std::rethrow_exception(bad_setting);  // the cause, not its consequence
+      throw;
+    }
     earlier = store;
     earlier_launch = launch;
     earlier_loopback = options.store_on_loopback;
@@ -261,6 +271,16 @@ std::shared_ptr<Communicator> Communicator::init(const CommunicatorOptions& give
   }
   std::string tag = calls > 1 ? "w" + std::to_string(calls) : "w";
   lock.unlock();
+  if (bad_setting) {
+    try {
+      std::rethrow_exception(bad_setting);
+    } catch (const Error& e) {
+      bootstrap::PrefixStore prefixed(store, tag);  // the communicator's keys, as build() has them
+      bootstrap::leave_setup_reason(prefixed, info.rank, e.what());
+      bootstrap::linger_before_verdict(info.rank);
+      throw;
+    }
+  }
   KOLO_LOG(kInfo, "init: launcher ", info.launcher, ", rank ", info.rank, " of ", info.size,
            ", communicator ", tag);
   return build(std::move(store), tag, info.rank, info.size, all_ranks(info.size), options);
@@ -300,7 +320,7 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
                  "rank (every process needs a rank of its own: KOLO_RANK / RANK / SLURM_PROCID), "
                  "or by an earlier communicator of this process on the same store");
   // A rank that gives up from here on leaves its reason in the store, where the others'
-  // waits for it look (bootstrap::get_from_rank): they fail at once quoting it, instead of
+  // waits for it look (bootstrap::wait_for_key): they fail at once quoting it, instead of
   // waiting out the timeout for a rank that "did not arrive".
   auto connect = [&] {
     auto same_size = [size](int r, const std::string& value) {
@@ -361,7 +381,7 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
   };
   try {
     connect();
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     bootstrap::leave_setup_reason(*store, rank, e.what());
     bootstrap::linger_before_verdict(rank);  // rank 0 hosts the store: let the others read it
     throw;

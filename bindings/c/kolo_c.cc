@@ -67,13 +67,6 @@ kolo_status guarded(Fn fn) {
   }
 }
 
-std::shared_ptr<kolo::engine::Engine> engine() {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (!g_engine)
-    invalid("kolo is not initialized (kolo_init() was not called, or kolo_shutdown() was)");
-  return g_engine;
-}
-
 // kolo_shutdown on another thread ends a direct call that waits (for a peer that never comes
 // it held the communicator, and the next kolo_init, until its deadline): each direct call runs
 // with an interrupt hook (comm/base/interrupt.h) that asks whether a shutdown came since the
@@ -84,13 +77,22 @@ bool shut_down_since_call() {
   return g_shutdowns.load() != t_shutdowns_at_call;
 }
 
+std::shared_ptr<kolo::engine::Engine> engine() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_engine)
+    invalid("kolo is not initialized (kolo_init() was not called, or kolo_shutdown() was)");
+  // With the engine, under the lock kolo_shutdown counts under: a shutdown and init between the
+  // two would leave a call on the new engine looking interrupted.
+  t_shutdowns_at_call = g_shutdowns.load();
+  return g_engine;
+}
+
 // A direct collective on the world communicator, which serves one call at a time: calls from
 // several threads take turns (each rank must still make them in the same order).
 std::mutex g_direct_mutex;
 template <typename Fn>
 kolo_status direct(Fn fn) {
   return guarded([&] {
-    t_shutdowns_at_call = g_shutdowns.load();
     // Declared before the engine: the engine (and its communicator and store) is let go before
     // the lock, which kolo_shutdown waits for.
     std::unique_lock<std::mutex> lock(g_direct_mutex, std::defer_lock);

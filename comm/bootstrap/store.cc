@@ -35,7 +35,7 @@ std::string MemoryStore::get(const std::string& key, std::chrono::milliseconds t
   return values_[key];
 }
 
-std::optional<std::string> MemoryStore::check(const std::string& key) {
+std::optional<std::string> MemoryStore::check(const std::string& key, std::chrono::milliseconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = values_.find(key);
   return it == values_.end() ? std::nullopt : std::optional<std::string>(it->second);
@@ -79,33 +79,55 @@ int64_t PrefixStore::add(const std::string& key, int64_t delta) {
   return base_->add(prefix_ + "/" + key, delta);
 }
 
-std::string get_from_rank(Store& store, const std::string& key, int peer,
-                          std::chrono::milliseconds timeout) {
-  using namespace std::chrono;
-  const auto deadline = steady_clock::now() + timeout;
-  const std::string abort_key = "abort/" + std::to_string(peer);
-  // Non-blocking looks at both keys, at growing intervals (1 ms to 50 ms): a value that is there
-  // costs one request, and a rank waiting long asks about 20 times a second.
-  auto pause = milliseconds(1);
-  for (;;) {
-    if (std::optional<std::string> value = store.check(key)) return *value;
-    if (std::optional<std::string> why = store.check(abort_key))
-      KOLO_THROW(ErrorCode::kPeerLost, "rank ", peer,
-                 " gave up while setting up; it had failed with: ", *why);
-    const auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
-    if (left <= milliseconds(0))
-      KOLO_THROW(ErrorCode::kTimeout, "store key '", key, "' was not set within ", timeout.count(),
-                 " ms (a rank did not arrive; KOLO_TIMEOUT_SECONDS)");
-    std::this_thread::sleep_for(std::min(pause, left));
-    pause = std::min(2 * pause, milliseconds(50));
+void leave_setup_reason(Store& store, int rank, const std::string& why) {
+  try {
+    const auto within = std::chrono::milliseconds(500);
+    store.set_within("abort/" + std::to_string(rank), why, within);
+    if (store.add("abort/count", 1) == 1)
+      store.set_within("abort/any", std::to_string(rank) + "\n" + why, within);
+  } catch (const Error&) {
+    // The store may be what failed; the others then report what they see.
   }
 }
 
-void leave_setup_reason(Store& store, int rank, const std::string& why) {
+void throw_if_setup_failed(Store& store, std::chrono::milliseconds timeout) {
+  std::optional<std::string> any;
   try {
-    store.set_within("abort/" + std::to_string(rank), why, std::chrono::milliseconds(500));
-  } catch (const Error&) {
-    // The store may be what failed; the others then report what they see.
+    any = store.check("abort/any", timeout);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kTimeout) throw;  // a store that is gone is news; a slow one not
+  }
+  if (!any) return;
+  const std::string rank = any->substr(0, any->find('\n'));
+  std::string why = any->substr(std::min(any->size(), rank.size() + 1));
+  // A rank that failed because another gave up quotes it: the innermost reason is the cause.
+  const std::string marker = "it had failed with: ";
+  if (const size_t inner = why.rfind(marker); inner != std::string::npos)
+    why = why.substr(inner + marker.size());
+  KOLO_THROW(ErrorCode::kPeerLost, "rank ", rank,
+             " gave up while setting up; it had failed with: ", why);
+}
+
+std::string wait_for_key(Store& store, const std::string& key, std::chrono::milliseconds timeout) {
+  using namespace std::chrono;
+  const auto deadline = steady_clock::now() + timeout;
+  auto left = [&] { return duration_cast<milliseconds>(deadline - steady_clock::now()); };
+  // A value that is there costs one request; a rank waiting long asks about 20 times a second.
+  auto pause = milliseconds(1);
+  for (;;) {
+    std::optional<std::string> value;
+    try {
+      value = store.check(key, std::max(left(), milliseconds(1)));
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kTimeout) throw;  // a slow store: the deadline below decides
+    }
+    if (value) return *value;
+    throw_if_setup_failed(store, std::max(left(), milliseconds(1)));
+    if (left() <= milliseconds(0))
+      KOLO_THROW(ErrorCode::kTimeout, "store key '", key, "' was not set within ", timeout.count(),
+                 " ms (a rank did not arrive; KOLO_TIMEOUT_SECONDS)");
+    std::this_thread::sleep_for(std::min(pause, left()));
+    pause = std::min(2 * pause, milliseconds(50));
   }
 }
 
@@ -113,7 +135,7 @@ void store_barrier(Store& store, const std::string& name, int size,
                    std::chrono::milliseconds timeout) {
   // The last rank to arrive publishes "<name>/done"; everyone waits for it.
   if (store.add(name + "/count", 1) == size) store.set(name + "/done", "1");
-  store.get(name + "/done", timeout);
+  wait_for_key(store, name + "/done", timeout);
 }
 
 std::vector<std::string> store_allgather(
@@ -126,8 +148,8 @@ std::vector<std::string> store_allgather(
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     try {
-      values[static_cast<size_t>(r)] = get_from_rank(store, name + "/" + std::to_string(r), r,
-                                                     std::max(left, std::chrono::milliseconds(0)));
+      values[static_cast<size_t>(r)] = wait_for_key(store, name + "/" + std::to_string(r),
+                                                    std::max(left, std::chrono::milliseconds(0)));
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kTimeout) throw;
       KOLO_THROW(ErrorCode::kTimeout, "rank ", r, " of ", size, " did not arrive within ",

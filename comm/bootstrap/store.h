@@ -25,8 +25,10 @@ class Store {
   // Atomically adds `delta` to the integer at `key` (0 when missing); returns the new value.
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
 
-  // The value of `key` if it is set now, without waiting.
-  virtual std::optional<std::string> check(const std::string& key) = 0;
+  // The value of `key` if it is set now, without waiting for it (the request itself is bounded
+  // by `timeout`: kTimeout when the store does not answer in time).
+  virtual std::optional<std::string> check(const std::string& key,
+                                           std::chrono::milliseconds timeout) = 0;
   // Waits until every key exists.
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
   // Best-effort set bounded by `timeout`, for error paths where the store may be gone.
@@ -45,7 +47,7 @@ class MemoryStore : public Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
-  std::optional<std::string> check(const std::string& key) override;
+  std::optional<std::string> check(const std::string& key, std::chrono::milliseconds) override;
 
  private:
   std::mutex mutex_;
@@ -61,8 +63,9 @@ class PrefixStore : public Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
-  std::optional<std::string> check(const std::string& key) override {
-    return base_->check(prefix_ + "/" + key);
+  std::optional<std::string> check(const std::string& key,
+                                   std::chrono::milliseconds timeout) override {
+    return base_->check(prefix_ + "/" + key, timeout);
   }
   std::string local_address() override { return base_->local_address(); }
   void set_within(const std::string& key, const std::string& value,
@@ -89,16 +92,20 @@ std::vector<std::string> store_allgather(
     std::chrono::milliseconds timeout,
     const std::function<void(int, const std::string&)>& check = {});
 
-// The value of `key`, which rank `peer` publishes: while waiting, also looks for the reason
-// `peer` left under "abort/<peer>" when it gave up (a failed setup: a bad setting, a transport
-// that would not start), and then fails at once (kPeerLost) quoting it, instead of waiting out
-// `timeout` and reporting a rank that "did not arrive".
-std::string get_from_rank(Store& store, const std::string& key, int peer,
-                          std::chrono::milliseconds timeout);
-
-// Where a rank that gives up while setting up a communicator leaves its reason for the others
-// (get_from_rank), best effort within half a second.
+// A rank that gives up while setting up a communicator (a bad setting, a transport that will
+// not start) leaves its reason in the communicator's store, best effort within half a second:
+// "abort/<rank>", and the first such rank also "abort/any" ("<rank>\n<why>"), which every
+// setup wait of the others looks at (wait_for_key), so that they fail at once quoting it
+// instead of waiting out their timeout for a rank that "did not arrive".
 void leave_setup_reason(Store& store, int rank, const std::string& why);
+
+// Throws kPeerLost "rank R gave up while setting up; it had failed with: <its innermost
+// reason>" when some rank left a setup reason; one look, bounded by `timeout`.
+void throw_if_setup_failed(Store& store, std::chrono::milliseconds timeout);
+
+// The value of `key` once it is set, within `timeout` (kTimeout after it): non-blocking looks
+// at growing intervals (1 ms to 50 ms), each also at "abort/any" (throw_if_setup_failed).
+std::string wait_for_key(Store& store, const std::string& key, std::chrono::milliseconds timeout);
 
 // The value of an add(): `current` (a key's value, empty when absent) plus delta. Refuses
 // (kInvalidArgument, naming the key) a value that is not a 64-bit integer and a sum that

@@ -198,7 +198,7 @@ std::string TcpStore::request(uint8_t cmd, const std::string& key, const std::st
     std::memcpy(&len, head + 1, 8);
     // The reply is checked before it is believed: a status other than 0 or a length beyond
     // what the server accepts in a set means the other end is not (or no longer) a kolo store.
-    if (head[0] != 0 || len > kMaxValue)
+    if (head[0] != 0 || len > kMaxValue + 1)  // + 1: a check's flag ahead of the value
       KOLO_THROW(ErrorCode::kIo, "malformed reply (status ", int{static_cast<uint8_t>(head[0])},
                  ", length ", len, ")");
     std::string out(len, '\0');
@@ -232,8 +232,9 @@ std::string TcpStore::get(const std::string& key, std::chrono::milliseconds time
   return request(kGet, key, "", timeout);
 }
 
-std::optional<std::string> TcpStore::check(const std::string& key) {
-  const std::string reply = request(kCheck, key, "", connect_timeout_);
+std::optional<std::string> TcpStore::check(const std::string& key,
+                                           std::chrono::milliseconds timeout) {
+  const std::string reply = request(kCheck, key, "", std::min(timeout, connect_timeout_));
   if (reply.empty() || (reply[0] != '0' && reply[0] != '1'))
     KOLO_THROW(ErrorCode::kIo, "rendezvous store at ", host_, ":", port_, ": check of '", key,
                "' answered ", reply.size(), " bytes that are not a check's reply");

@@ -63,7 +63,8 @@ class TcpStore : public Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
-  std::optional<std::string> check(const std::string& key) override;
+  std::optional<std::string> check(const std::string& key,
+                                   std::chrono::milliseconds timeout) override;
   std::string local_address() override;
   void set_within(const std::string& key, const std::string& value,
                   std::chrono::milliseconds timeout) override;

@@ -213,7 +213,8 @@ void Context::throw_peer_lost(int peer, const std::string& how) const {
   try {
     std::string reason = abort_reason(peer);
     if (reason.empty() && store_)
-      reason = store_->get("abort/" + std::to_string(peer), std::chrono::milliseconds(20));
+      reason = store_->check("abort/" + std::to_string(peer), std::chrono::milliseconds(20))
+                   .value_or("");
     if (!reason.empty()) {
       const std::string marker = "it had failed with: ";
       size_t inner = reason.rfind(marker);

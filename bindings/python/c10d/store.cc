@@ -53,9 +53,10 @@ std::string C10dStore::get(const std::string& key, std::chrono::milliseconds tim
   return std::string(value.begin(), value.end());
 }
 
-std::optional<std::string> C10dStore::check(const std::string& key) {
+// torch's check has no timeout of its own: `timeout` is not applied.
+std::optional<std::string> C10dStore::check(const std::string& key, std::chrono::milliseconds) {
   if (!translated("check", key, [&] { return store_->check({key}); })) {
-    // Asked over and over by a wait (bootstrap::get_from_rank): the hook runs as in get().
+    // Asked over and over by a wait (bootstrap::wait_for_key): the hook runs as in get().
     // Several threads may wait on one store: the last run's time is atomic.
     const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
     int64_t last = last_hook_.load();

@@ -28,7 +28,8 @@ class C10dStore : public bootstrap::Store {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
-  std::optional<std::string> check(const std::string& key) override;
+  std::optional<std::string> check(const std::string& key,
+                                   std::chrono::milliseconds timeout) override;
 
  private:
   c10::intrusive_ptr<::c10d::Store> store_;

@@ -181,7 +181,7 @@ void ShmContext::map_segments(const ContextOptions& options) {
       rank_, " bytes");
   if (rank_ == 0)
     store.set("shm/job", std::to_string(std::random_device{}()) + "-" + std::to_string(::getpid()));
-  std::string job = store.get("shm/job", timeout_);
+  std::string job = bootstrap::wait_for_key(store, "shm/job", timeout_);
   std::string own = segment_name(job, rank_);
   int fd = ::shm_open(own.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) KOLO_THROW_ERRNO("shm_open(", own, ")");

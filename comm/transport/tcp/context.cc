@@ -133,7 +133,7 @@ void TcpContext::connect_mesh(const ContextOptions& options) {
   KOLO_LOG(kDebug, "tcp setup on rank ", rank_, ": listening at ", address_);
 
   connect_lower(options, deadline);
-  accept_higher(listener, options.tag, deadline);
+  accept_higher(listener, options, deadline);
   KOLO_LOG(kDebug, "tcp setup on rank ", rank_, ": connected to ", size_ - 1, " peers");
 }  // the listener closes here: later connection attempts are refused by the kernel
 
@@ -143,8 +143,8 @@ void TcpContext::connect_lower(const ContextOptions& options, net::Deadline dead
   for (int peer = 0; peer < rank_; ++peer) {
     std::string address;
     try {
-      address = bootstrap::get_from_rank(*options.store, "tcp/" + std::to_string(peer), peer,
-                                         time_left(deadline));
+      address = bootstrap::wait_for_key(*options.store, "tcp/" + std::to_string(peer),
+                                        time_left(deadline));
       auto [host, port] = split_address(address);
       net::Socket sock = net::Socket::connect(host, port, deadline);
       net::client_handshake(sock, hello, secret, deadline);
@@ -156,8 +156,9 @@ void TcpContext::connect_lower(const ContextOptions& options, net::Deadline dead
   }
 }
 
-void TcpContext::accept_higher(net::Socket& listener, const std::string& tag,
+void TcpContext::accept_higher(net::Socket& listener, const ContextOptions& options,
                                net::Deadline deadline) {
+  const std::string& tag = options.tag;
   std::vector<bool> claimed(static_cast<size_t>(size_), false);
   net::Acceptor acceptor(listener, "tcp setup on rank " + std::to_string(rank_),
                          kAcceptHandshakeTimeout, [&](const net::Hello& hello) {
@@ -166,7 +167,13 @@ void TcpContext::accept_higher(net::Socket& listener, const std::string& tag,
                            return net::HelloVerdict{why};
                          });
   for (int connected = 0; connected < size_ - 1 - rank_; ++connected) {
-    std::optional<net::Accepted> accepted = acceptor.wait(deadline);
+    // In quarter seconds: between them, a higher rank that gave up while setting up (its reason
+    // in the store) ends the wait at once instead of at the deadline.
+    std::optional<net::Accepted> accepted;
+    while (
+        !(accepted = acceptor.wait(std::min(deadline, net::deadline_after(milliseconds(250))))) &&
+        net::Clock::now() < deadline)
+      bootstrap::throw_if_setup_failed(*options.store, time_left(deadline));
     if (!accepted) {
       std::string missing;
       for (int peer = rank_ + 1; peer < size_; ++peer)

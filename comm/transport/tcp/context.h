@@ -35,7 +35,7 @@ class TcpContext : public Context {
  private:
   void connect_mesh(const ContextOptions& options);
   void connect_lower(const ContextOptions& options, net::Deadline deadline);
-  void accept_higher(net::Socket& listener, const std::string& tag, net::Deadline deadline);
+  void accept_higher(net::Socket& listener, const ContextOptions& options, net::Deadline deadline);
   std::string check_hello(const net::Hello& hello, const std::string& tag,
                           const std::vector<bool>& claimed) const;
   void add_pair(int peer, net::Socket sock);
