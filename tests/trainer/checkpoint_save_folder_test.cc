@@ -74,7 +74,12 @@ TEST(SaveFolder, RanksWithDifferentFoldersAreRefusedOnEveryRank) {
         << e;
   }
   EXPECT_EQ(errors[0], errors[1]);
-  EXPECT_TRUE(fs::is_empty(a)) << "rank 0's probe file is removed after a failure too";
+  // Rank 0's probe file is removed after a failure too, and so is the folder it made for the
+  // refused run (it was left behind, empty).
+  EXPECT_FALSE(fs::exists(a));
+  fs::create_directories(a);  // a folder that was there stays
+  EXPECT_EQ(errors_with({a, b}).size(), 2u);
+  EXPECT_TRUE(fs::is_empty(a));
 }
 
 TEST(SaveFolder, AReadOnlyFolderIsRefusedNamingItAndTheReason) {

@@ -62,16 +62,21 @@ void check_save_folder(Communicator& comm, const std::string& dir) {
   // Rank 0's token and folder ("<token>\n<absolute folder>"), broadcast to the others.
   constexpr size_t kBlock = 8192;
   std::vector<char> block(kBlock, 0);
-  // Rank 0 removes its token file once every rank has looked (or failed).
+  // Rank 0 removes its token file once every rank has looked (or failed), and the folder it
+  // made for a run that is refused (when it is still empty).
   struct RemoveProbe {
-    fs::path path;
+    fs::path path, made;
+    bool refused = true;
     ~RemoveProbe() {
       if (!path.empty()) ::unlink(path.c_str());
+      std::error_code ignored;
+      if (refused && !made.empty()) fs::remove(made, ignored);
     }
   } rank0_probe;
   collectively(comm, "checking the save folder", [&] {
     if (comm.rank() != 0) return;
-    std::error_code made;
+    std::error_code made, exists;
+    if (!fs::exists(dir, exists)) rank0_probe.made = dir;
     fs::create_directories(dir, made);
     if (made)
       KOLO_THROW(ErrorCode::kIo, what, ": rank 0 cannot create the folder: ", made.message());
@@ -104,6 +109,7 @@ void check_save_folder(Communicator& comm, const std::string& dir) {
                  "must name one folder that every rank sees (a shared file system)");
     check_writable_folder(dir, what);
   });
+  rank0_probe.refused = false;
 }
 
 }  // namespace kolo::trainer
