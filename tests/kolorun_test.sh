@@ -232,6 +232,15 @@ show_secret='echo "s=$KOLO_SECRET f=$KOLO_SECRET_FILE"'
 KOLO_SECRET="a b'\$x" run --hosts 127.0.0.1:1,127.0.0.1:1 --rsh "$rsh" sh -c "$show_secret"
 check "--hosts: KOLO_SECRET handed on" \
   test "$(sort "$TMP/out")" = "$(printf '[0] s=a b'"'"'$x f=\n[1] s=a b'"'"'$x f=')"
+# ... on the remote shell's stdin: no command line holds it (the remote shell's, with the
+# secret, was visible to every local user's ps for the whole job). This remote shell stays
+# running, as ssh does, its arguments on show.
+printf '#!/bin/sh\nshift\nenv -u KOLO_SECRET -u KOLO_SECRET_FILE sh -c "$*"\n' >"$TMP/rsh-stays"
+chmod +x "$TMP/rsh-stays"
+KOLO_SECRET=kolorun-secret-on-stdin run --hosts 127.0.0.1:1,127.0.0.1:1 --rsh "$TMP/rsh-stays {host}" \
+  sh -c 'echo "s=$KOLO_SECRET"; ps -eo args'
+check "--hosts: the secret reaches the hosts on no command line" \
+  test "$(grep -c kolorun-secret-on-stdin "$TMP/out")" = 2
 echo kolorun-test-secret >"$TMP/secret"
 kolorun_path=$(realpath "$KOLORUN")
 (cd "$TMP" && env -u KOLO_SECRET KOLO_SECRET_FILE=secret "$kolorun_path" --hosts \

@@ -77,7 +77,9 @@ void random_bytes(uint8_t* out, size_t bytes) {
 }
 
 std::string read_secret_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO would block open() until some writer came, past every deadline; the
+  // regular-file check below refuses it (reads of a regular file do not heed the flag).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     KOLO_THROW(ErrorCode::kInvalidArgument, "KOLO_SECRET_FILE ", path,
                " cannot be opened: ", std::strerror(errno));

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -242,6 +243,13 @@ TEST(Auth, TheSecretIsTheSecretFilesFirstLine) {
   write("\n\nfoo");
   auto message = error_of([] { net::job_secret(); }, ErrorCode::kInvalidArgument);
   EXPECT_NE(message.find("its first line is empty"), std::string::npos) << message;
+  ::unlink(path);
+  // A FIFO is refused at once: open() waited for a writer, past every deadline (found by a sweep).
+  ASSERT_EQ(::mkfifo(path, 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  message = error_of([] { net::job_secret(); }, ErrorCode::kInvalidArgument);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_NE(message.find("is not a readable regular file"), std::string::npos) << message;
   ::unlink(path);
 }
 

@@ -47,6 +47,27 @@ constexpr int kGroupPollMs = 50;  // re-check for leftover processes while stopp
 // How long the other ranks may take to end on their own after one failed (begin_stop).
 constexpr auto kSettle = std::chrono::seconds(1);
 
+// --secret-stdin: the first line of stdin, which kolorun --hosts wrote into the remote shell's
+// stdin; refused when it does not come within 30 s or is empty.
+std::string secret_from_stdin() {
+  std::string line;
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  char c = 0;
+  while (line.size() < 4096) {
+    pollfd in{STDIN_FILENO, POLLIN, 0};
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0 || poll(&in, 1, static_cast<int>(left)) <= 0 || read(STDIN_FILENO, &c, 1) != 1 ||
+        c == '\n')
+      break;
+    line += c;
+  }
+  KOLO_CHECK_ARG(!line.empty() && c == '\n',
+                 "--secret-stdin: no secret line on stdin (kolorun "
+                 "--hosts writes one; run by hand, give KOLO_SECRET or KOLO_SECRET_FILE instead)");
+  return line;
+}
+
 // The kernel picks a free port for port 0; it is released again for rank 0 to bind. Someone
 // else could take it in between, which --port avoids.
 int find_free_port(const std::string& addr) {
@@ -158,6 +179,7 @@ Launcher::~Launcher() {
 }
 
 void Launcher::setup() {
+  if (opts_.secret_stdin) setenv("KOLO_SECRET", secret_from_stdin().c_str(), 1);
   if (opts_.hosts.empty()) binder_ = std::make_unique<Binder>(opts_.bind);
   // Each rank holds two pipes; raise the soft descriptor limit as far as allowed.
   if (rlimit limit; getrlimit(RLIMIT_NOFILE, &limit) == 0) {
@@ -314,12 +336,28 @@ void Launcher::exec_rank(int rank, pid_t launcher, int out_fd, int err_fd, int s
   if (getppid() != launcher) raise(SIGTERM);
   if (fd_limit_) setrlimit(RLIMIT_NOFILE, &*fd_limit_);
   // stdin is /dev/null: a rank outside the terminal's foreground group would stop on reading it.
+  // A host's remote shell reads the job's secret there instead (--secret-stdin): a pipe that
+  // holds its one line, off every command line and environment that `ps` shows.
   int null_fd = open("/dev/null", O_RDONLY);
   if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+  std::vector<std::string> words;  // the remote shell's, made while KOLO_SECRET is still set
+  if (!opts_.hosts.empty()) {
+    words = host_command(opts_, rank);
+    if (std::optional<std::string> secret = env::get("KOLO_SECRET")) {
+      int secret_pipe[2];
+      if (pipe(secret_pipe) == 0) {
+        const std::string line = *secret + "\n";  // at most a page: the pipe holds it
+        if (write(secret_pipe[1], line.data(), line.size()) == static_cast<ssize_t>(line.size()))
+          dup2(secret_pipe[0], STDIN_FILENO);
+        close(secret_pipe[0]);
+        close(secret_pipe[1]);
+      }
+      unsetenv("KOLO_SECRET");  // the remote shell's own environment does not hold it either
+    }
+  }
   dup2(out_fd, STDOUT_FILENO);
   dup2(err_fd, STDERR_FILENO);
   if (!opts_.hosts.empty()) {
-    std::vector<std::string> words = host_command(opts_, rank);
     std::vector<char*> argv;
     for (std::string& w : words) argv.push_back(w.data());
     argv.push_back(nullptr);

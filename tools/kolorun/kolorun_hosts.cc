@@ -31,10 +31,11 @@ std::string absolute(const std::string& path) {
 }
 
 // How the host's kolorun gets the job's secret, which every host must share: KOLO_SECRET (the
-// user's, or the fresh one setup() made), else the user's KOLO_SECRET_FILE, by absolute path:
-// the file must then be at that path on every host.
+// user's, or the fresh one setup() made) on its stdin (--secret-stdin: the launcher writes it
+// there, and no command line, local or remote, holds it), else the user's KOLO_SECRET_FILE, by
+// absolute path: the file must then be at that path on every host.
 std::string secret_assignment() {
-  if (std::optional<std::string> secret = env::get("KOLO_SECRET")) return "KOLO_SECRET=" + *secret;
+  if (env::get("KOLO_SECRET")) return "";
   if (std::optional<std::string> file = env::get("KOLO_SECRET_FILE"))
     return "KOLO_SECRET_FILE=" + absolute(*file);
   return "KOLO_SECRET=";
@@ -61,8 +62,9 @@ std::vector<std::string> host_command(const Options& opts, int host) {
       word.clear();
     }
   }
+  const std::string secret = secret_assignment();
   std::vector<std::string> tail = {"env",
-                                   secret_assignment(),
+                                   secret.empty() ? "--" : secret,
                                    self_path(),
                                    "--nnodes",
                                    std::to_string(opts.hosts.size()),
@@ -76,6 +78,7 @@ std::vector<std::string> host_command(const Options& opts, int host) {
                                    std::to_string(opts.np),
                                    "--grace",
                                    std::to_string(opts.grace_s)};
+  if (secret.empty()) tail.push_back("--secret-stdin");
   if (opts.bind != Bind::kNone) tail.insert(tail.end(), {"--bind", bind_name(opts.bind)});
   if (!opts.prefix) tail.push_back("--no-prefix");
   tail.push_back("--");

@@ -44,9 +44,10 @@ options:
   --hosts LIST  from one place: host:count,... (the same count on each; -np, if given, must
                 be that count), one kolorun per host started through --rsh with
                 --nnodes/--node-rank (and --bind, --grace, --no-prefix); rendezvous at the
-                first host (an IPv4 address) or --addr; the secret is passed on the command
-                line: KOLO_SECRET if set, else KOLO_SECRET_FILE's absolute path (the file
-                must be there on every host), else a fresh KOLO_SECRET
+                first host (an IPv4 address) or --addr; the secret: KOLO_SECRET if set, else
+                a fresh one, written to the remote shell's stdin (--secret-stdin), else
+                KOLO_SECRET_FILE's absolute path on the command line (the file must be there
+                on every host)
   --rsh T       remote-shell template for --hosts, {host} replaced (default "ssh {host}";
                 test bed: "scripts/testbed.sh rsh {host}"); like ssh, it must run the words
                 after it (shell-quoted by kolorun) through the remote shell
@@ -57,13 +58,15 @@ options:
   --grace S     seconds between SIGTERM and SIGKILL when stopping ranks (default 5); after a
                 rank fails the others first get 1 s to end on their own
   --no-prefix   forward output unchanged, without the "[rank] " prefix
+  --secret-stdin  read KOLO_SECRET from the first line of stdin (--hosts uses it, so that the
+                secret is on no command line)
   -h, --help    show this help and exit
   --version     show the version and exit
 )";
 
 constexpr const char* kOptionList =
     "-np/-n N, --addr A, --port P, --nnodes H, --node-rank I, --hosts LIST, --rsh T, --bind B, "
-    "--topology, --grace S, --no-prefix, -h/--help, --version";
+    "--topology, --grace S, --no-prefix, --secret-stdin, -h/--help, --version";
 
 // "h1:4,h2:4" -> hosts and their (equal) rank count.
 int parse_hosts(const std::string& text, std::vector<std::string>* hosts) {
@@ -162,6 +165,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
       opts.grace_s = env::parse_double(value("seconds in [0, 3600]"), "--grace", 0, 3600);
     } else if (name == "--no-prefix" && !inline_value) {
       opts.prefix = false;
+    } else if (name == "--secret-stdin" && !inline_value) {
+      opts.secret_stdin = true;
     } else {
       KOLO_THROW(ErrorCode::kInvalidArgument, "unknown option '", arg,
                  "'; accepted: ", kOptionList);

@@ -27,6 +27,9 @@ struct Options {
   Bind bind = Bind::kNone;
   double grace_s = 5.0;
   bool prefix = true;
+  // --secret-stdin: KOLO_SECRET is the first line of stdin (how --hosts hands each host's
+  // kolorun the job's secret, off every command line).
+  bool secret_stdin = false;
   std::vector<char*> cmd;  // CMD and its arguments, null-terminated for execvp
 };
 

@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <chrono>
 #include <optional>
+#include <thread>
 
 #include "comm/base/env.h"
 #include "comm/base/error.h"
@@ -137,6 +138,30 @@ void TcpContext::connect_mesh(const ContextOptions& options) {
   KOLO_LOG(kDebug, "tcp setup on rank ", rank_, ": connected to ", size_ - 1, " peers");
 }  // the listener closes here: later connection attempts are refused by the kernel
 
+namespace {
+
+// A connection to a lower rank's listener, authenticated. Strangers flooding that listener can
+// make its acceptor drop this connection while its handshake waits (it holds 64): the
+// connection closes without a verdict, and is made again (a few times, each reconnect within a
+// second: a listener that is gone, its rank dead, refuses and ends the tries).
+net::Socket connect_to_peer(const std::string& host, int port, const net::Hello& hello,
+                            const std::string& secret, net::Deadline deadline) {
+  for (int attempt = 1;; ++attempt) {
+    const net::Deadline reconnect =
+        attempt == 1 ? deadline : std::min(deadline, net::deadline_after(milliseconds(1000)));
+    net::Socket sock = net::Socket::connect(host, port, reconnect);
+    try {
+      net::client_handshake(sock, hello, secret, deadline);
+      return sock;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kPeerLost || attempt == 10 || net::Clock::now() >= deadline) throw;
+    }
+    std::this_thread::sleep_for(milliseconds(10 * attempt));
+  }
+}
+
+}  // namespace
+
 void TcpContext::connect_lower(const ContextOptions& options, net::Deadline deadline) {
   const net::Hello hello{net::Role::kTransportPeer, rank_, options.tag};
   const std::string secret = net::job_secret();
@@ -146,9 +171,7 @@ void TcpContext::connect_lower(const ContextOptions& options, net::Deadline dead
       address = bootstrap::wait_for_key(*options.store, "tcp/" + std::to_string(peer),
                                         time_left(deadline));
       auto [host, port] = split_address(address);
-      net::Socket sock = net::Socket::connect(host, port, deadline);
-      net::client_handshake(sock, hello, secret, deadline);
-      add_pair(peer, std::move(sock));
+      add_pair(peer, connect_to_peer(host, port, hello, secret, deadline));
     } catch (const Error& e) {
       KOLO_THROW(e.code(), "tcp setup on rank ", rank_, ": connecting to ", describe_peer(peer),
                  address.empty() ? "" : " at " + address, ": ", bare_message(e));
