@@ -105,10 +105,22 @@ bool Acceptor::progress(Pending& p, std::vector<Accepted>* out) {
 }
 
 void Acceptor::refuse(const Pending& p, const std::string& why, bool routine) const {
-  if (routine)
+  if (routine) {
     KOLO_LOG(kInfo, who_, ": refused connection from ", p.peer, ": ", why);
-  else
-    KOLO_LOG(kWarning, who_, ": refused connection from ", p.peer, ": ", why);
+    return;
+  }
+  if (++refusals_ <= kLoggedRefusals) {
+    KOLO_LOG(kWarning, who_, ": refused connection from ", p.peer, ": ", why,
+             refusals_ == kLoggedRefusals ? " (later refusals are counted, once a second)" : "");
+    return;
+  }
+  ++unlogged_refusals_;
+  const Deadline now = Clock::now();
+  if (now < next_refusal_summary_) return;
+  next_refusal_summary_ = now + std::chrono::seconds(1);
+  KOLO_LOG(kWarning, who_, ": refused ", unlogged_refusals_, " more connection(s) (", refusals_,
+           " in all; the last from ", p.peer, ": ", why, ")");
+  unlogged_refusals_ = 0;
 }
 
 void Acceptor::accept_new() {

@@ -78,6 +78,11 @@ class Acceptor {
   Deadline accept_paused_until_{};
   Deadline next_accept_warning_{};
   int accept_failures_ = 0;
+  // Refused connections: each of the first kLoggedRefusals is a warning line, then one line
+  // per second says how many more came (a flood of strangers wrote thousands of lines).
+  static constexpr int kLoggedRefusals = 20;
+  mutable int64_t refusals_ = 0, unlogged_refusals_ = 0;
+  mutable Deadline next_refusal_summary_{};
 };
 
 }  // namespace kolo::net

@@ -24,6 +24,7 @@
 #include "comm/bootstrap/store.h"
 #include "comm/bootstrap/store_protocol.h"
 #include "comm/bootstrap/tcp_store.h"
+#include "comm/net/acceptor.h"
 #include "comm/net/auth.h"
 #include "comm/net/socket.h"
 #include "tests/common/scoped_env.h"
@@ -319,6 +320,29 @@ TEST(Store, AClientJoinsOnlyTheStoreOfItsGeneration) {
 
 // A connection whose peer has gone names the peer's address (getpeername fails by then: the
 // message said "connection to ?"), on the connecting and on the accepting side.
+// A flood of strangers is logged in a bounded number of lines: each refusal was a warning line
+// (2000 connect-and-garbage attempts wrote 2000 lines around the job's own output).
+TEST(Acceptor, AFloodOfRefusalsIsCountedNotLoggedLineByLine) {
+  net::Socket listener = net::Socket::listen("127.0.0.1", 0);
+  net::Acceptor acceptor(listener, "flood test", 5s,
+                         [](const net::Hello&) { return net::HelloVerdict{}; });
+  const std::vector<char> junk(1024, 'x');  // no hello: refused as soon as it is read
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 100; ++i) {
+    net::Socket stranger =
+        net::Socket::connect("127.0.0.1", listener.local_port(), net::deadline_after(5s));
+    stranger.send_all(junk.data(), junk.size(), net::deadline_after(5s));
+    EXPECT_FALSE(acceptor.wait(net::deadline_after(30ms)).has_value());
+  }
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  size_t lines = 0;
+  for (size_t at = 0; (at = log.find("flood test: refused", at)) != std::string::npos; ++at)
+    ++lines;
+  EXPECT_GE(lines, 20u) << log;
+  EXPECT_LE(lines, 25u) << log;  // 20, then one a second
+  EXPECT_NE(log.find("later refusals are counted"), std::string::npos) << log;
+}
+
 TEST(Socket, APeerThatHasGoneIsNamedByItsAddress) {
   net::Socket listener = net::Socket::listen("127.0.0.1", 0);
   const std::string port = std::to_string(listener.local_port());
