@@ -276,7 +276,8 @@ std::shared_ptr<Communicator> Communicator::init(const CommunicatorOptions& give
       std::rethrow_exception(bad_setting);
     } catch (const Error& e) {
       bootstrap::PrefixStore prefixed(store, tag);  // the communicator's keys, as build() has them
-      bootstrap::leave_setup_reason(prefixed, info.rank, e.what());
+      bootstrap::leave_setup_reason(prefixed, info.rank, "rank " + std::to_string(info.rank),
+                                    e.what());
       bootstrap::linger_before_verdict(info.rank);
       throw;
     }
@@ -382,7 +383,12 @@ std::shared_ptr<Communicator> Communicator::build(std::shared_ptr<bootstrap::Sto
   try {
     connect();
   } catch (const std::exception& e) {
-    bootstrap::leave_setup_reason(*store, rank, e.what());
+    const int world = comm->world_ranks_[static_cast<size_t>(rank)];
+    bootstrap::leave_setup_reason(
+        *store, rank,
+        "rank " + std::to_string(rank) +
+            (world != rank ? " (world rank " + std::to_string(world) + ")" : std::string()),
+        e.what());
     bootstrap::linger_before_verdict(rank);  // rank 0 hosts the store: let the others read it
     throw;
   }

@@ -52,8 +52,22 @@ int Engine::Impl::add_process_set(const std::vector<int>& ranks) {
                    " is given twice (ranks ", text, ")");
   }
   const bool member = std::binary_search(sorted.begin(), sorted.end(), world_->rank());
-  auto comm =
-      in_call(call, [&] { return world_->split(member ? 1 : kUndefinedColor, world_->rank()); });
+  std::shared_ptr<Communicator> comm;
+  std::exception_ptr failure;
+  try {
+    comm =
+        in_call(call, [&] { return world_->split(member ? 1 : kUndefinedColor, world_->rank()); });
+  } catch (const Error&) {
+    failure = std::current_exception();
+  }
+  // Every rank learns whether the members made the set's communicator: where one could not, the
+  // ranks outside the set (whose split returned at once) added a set the members did not.
+  int32_t failed = failure ? world_->rank() : -1;
+  in_call(call, [&] { world_->allreduce(&failed, &failed, 1, DType::kInt32, ReduceOp::kMax); });
+  if (failure) std::rethrow_exception(failure);
+  if (failed >= 0)
+    KOLO_THROW(ErrorCode::kPeerLost, call, ": rank ", failed,
+               " could not make the set's communicator (its error says why); no set is added");
   std::lock_guard<std::mutex> lock(mutex_);
   sets_.push_back(member ? std::make_shared<ProcessSet>(id, comm, options_, sorted) : nullptr);
   set_ranks_.push_back(text);

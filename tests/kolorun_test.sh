@@ -241,6 +241,11 @@ KOLO_SECRET=kolorun-secret-on-stdin run --hosts 127.0.0.1:1,127.0.0.1:1 --rsh "$
   sh -c 'echo "s=$KOLO_SECRET"; ps -eo args'
 check "--hosts: the secret reaches the hosts on no command line" \
   test "$(grep -c kolorun-secret-on-stdin "$TMP/out")" = 2
+# A secret --hosts cannot hand on as one line is refused before anything starts.
+KOLO_SECRET="$(printf 'two\nlines')" run --hosts 127.0.0.1:1 --rsh "$rsh" true
+check "--hosts: a KOLO_SECRET with a line break is refused" contains err "a line break"
+KOLO_SECRET="$(head -c 5000 /dev/zero | tr '\0' s)" run --hosts 127.0.0.1:1 --rsh "$rsh" true
+check "--hosts: a KOLO_SECRET over 4096 bytes is refused" contains err "it has 5000 bytes"
 echo kolorun-test-secret >"$TMP/secret"
 kolorun_path=$(realpath "$KOLORUN")
 (cd "$TMP" && env -u KOLO_SECRET KOLO_SECRET_FILE=secret "$kolorun_path" --hosts \

@@ -93,12 +93,12 @@ std::mutex g_direct_mutex;
 template <typename Fn>
 kolo_status direct(Fn fn) {
   return guarded([&] {
-    // Declared before the engine: the engine (and its communicator and store) is let go before
-    // the lock, which kolo_shutdown waits for.
-    std::unique_lock<std::mutex> lock(g_direct_mutex, std::defer_lock);
+    // The lock first, then the engine: a call queued behind another holds no engine (a
+    // shutdown would wait for it, and an init after that would meet the old store), and the
+    // engine is let go before the lock, which kolo_shutdown waits for.
+    std::lock_guard<std::mutex> lock(g_direct_mutex);
     auto e = engine();
     e->check_process();
-    lock.lock();
     kolo::ScopedInterruptHook hook(&shut_down_since_call);
     fn(e->communicator());
   });
@@ -209,8 +209,9 @@ kolo_status kolo_shutdown(void) {
       g_comm.reset();
     });
   }
-  // Until such a call has let the engine and communicator go (not under g_mutex, which it takes
-  // first), so that a kolo_init that follows does not meet the old rendezvous store.
+  // Until such a call has let the engine and communicator go (not under g_mutex, which a
+  // direct call takes inside this lock), so that a kolo_init that follows does not meet the old
+  // rendezvous store.
   std::lock_guard<std::mutex> direct_done(g_direct_mutex);
   return status;
 }
@@ -345,18 +346,18 @@ kolo_status kolo_add_process_set(const int* ranks, int count, int* process_set) 
     if (count < 0) invalid("count " + std::to_string(count) + " (of ranks) is negative");
     if (ranks == nullptr && count > 0)
       invalid("the ranks pointer is null (count " + std::to_string(count) + ")");
-    auto e = engine();
-    // The split runs on the world communicator, as the direct collectives do.
+    // The split runs on the world communicator, as the direct collectives do (the lock first,
+    // as there).
     std::lock_guard<std::mutex> lock(g_direct_mutex);
+    auto e = engine();
     *process_set = e->add_process_set(std::vector<int>(ranks, ranks + count));
   });
 }
 
 kolo_status kolo_remove_process_set(int process_set) {
   return guarded([&] {
-    auto e = engine();
     std::lock_guard<std::mutex> lock(g_direct_mutex);  // collective on the world communicator
-    e->remove_process_set(process_set);
+    engine()->remove_process_set(process_set);
   });
 }
 

@@ -79,12 +79,11 @@ int64_t PrefixStore::add(const std::string& key, int64_t delta) {
   return base_->add(prefix_ + "/" + key, delta);
 }
 
-void leave_setup_reason(Store& store, int rank, const std::string& why) {
+void leave_setup_reason(Store& store, int rank, const std::string& who, const std::string& why) {
   try {
     const auto within = std::chrono::milliseconds(500);
     store.set_within("abort/" + std::to_string(rank), why, within);
-    if (store.add("abort/count", 1) == 1)
-      store.set_within("abort/any", std::to_string(rank) + "\n" + why, within);
+    if (store.add("abort/count", 1) == 1) store.set_within("abort/any", who + "\n" + why, within);
   } catch (const Error&) {
     // The store may be what failed; the others then report what they see.
   }
@@ -98,14 +97,13 @@ void throw_if_setup_failed(Store& store, std::chrono::milliseconds timeout) {
     if (e.code() != ErrorCode::kTimeout) throw;  // a store that is gone is news; a slow one not
   }
   if (!any) return;
-  const std::string rank = any->substr(0, any->find('\n'));
-  std::string why = any->substr(std::min(any->size(), rank.size() + 1));
+  const std::string who = any->substr(0, any->find('\n'));
+  std::string why = any->substr(std::min(any->size(), who.size() + 1));
   // A rank that failed because another gave up quotes it: the innermost reason is the cause.
   const std::string marker = "it had failed with: ";
   if (const size_t inner = why.rfind(marker); inner != std::string::npos)
     why = why.substr(inner + marker.size());
-  KOLO_THROW(ErrorCode::kPeerLost, "rank ", rank,
-             " gave up while setting up; it had failed with: ", why);
+  KOLO_THROW(ErrorCode::kPeerLost, who, " gave up while setting up; it had failed with: ", why);
 }
 
 std::string wait_for_key(Store& store, const std::string& key, std::chrono::milliseconds timeout) {

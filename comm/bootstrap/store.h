@@ -94,12 +94,13 @@ std::vector<std::string> store_allgather(
 
 // A rank that gives up while setting up a communicator (a bad setting, a transport that will
 // not start) leaves its reason in the communicator's store, best effort within half a second:
-// "abort/<rank>", and the first such rank also "abort/any" ("<rank>\n<why>"), which every
+// "abort/<rank>", and the first such rank also "abort/any" ("<who>\n<why>"), which every
 // setup wait of the others looks at (wait_for_key), so that they fail at once quoting it
 // instead of waiting out their timeout for a rank that "did not arrive".
-void leave_setup_reason(Store& store, int rank, const std::string& why);
+// `who` names the rank in the others' messages ("rank 1 (world rank 2)").
+void leave_setup_reason(Store& store, int rank, const std::string& who, const std::string& why);
 
-// Throws kPeerLost "rank R gave up while setting up; it had failed with: <its innermost
+// Throws kPeerLost "<who> gave up while setting up; it had failed with: <its innermost
 // reason>" when some rank left a setup reason; one look, bounded by `timeout`.
 void throw_if_setup_failed(Store& store, std::chrono::milliseconds timeout);
 

@@ -369,3 +369,19 @@ def test_a_root_mismatch_in_a_process_set_names_job_ranks():
             hvd.broadcast(torch.zeros(2), r, name="mm.setroot", process_set=tail)
     hvd.barrier()
     assert hvd.remove_process_set(tail)
+
+
+def test_a_process_set_whose_member_fails_setup_is_refused_on_every_rank(monkeypatch):
+    # Rank 0 could not make the set's communicator (a bad KOLO_TRANSPORT, read then): the ranks
+    # outside the set added it all the same, the registries differed, and the set could never be
+    # added again.
+    if r == 0:
+        monkeypatch.setenv("KOLO_TRANSPORT", "bogus")
+    with pytest.raises(kolo.InvalidArgumentError if r == 0 else kolo.PeerLostError,
+                       match="KOLO_TRANSPORT='bogus'" if r == 0 else "rank 0 could not make the"):
+        hvd.add_process_set([0])
+    monkeypatch.delenv("KOLO_TRANSPORT", raising=False)
+    again = hvd.add_process_set([0])
+    assert again.included() == (r == 0)
+    hvd.barrier()
+    assert hvd.remove_process_set(again)

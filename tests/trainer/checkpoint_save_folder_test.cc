@@ -80,6 +80,9 @@ TEST(SaveFolder, RanksWithDifferentFoldersAreRefusedOnEveryRank) {
   fs::create_directories(a);  // a folder that was there stays
   EXPECT_EQ(errors_with({a, b}).size(), 2u);
   EXPECT_TRUE(fs::is_empty(a));
+  const fs::path nested = dir.path / "new1" / "new2" / "ckpt";  // all three made, all removed
+  EXPECT_EQ(errors_with({nested, b}).size(), 2u);
+  EXPECT_FALSE(fs::exists(dir.path / "new1"));
 }
 
 TEST(SaveFolder, AReadOnlyFolderIsRefusedNamingItAndTheReason) {

@@ -471,7 +471,7 @@ TEST(Store, AWaitForARankThatGaveUpEndsQuotingItsReason) {
     EXPECT_FALSE(store->check("k", 5s).has_value());
     store->set("k", "");
     EXPECT_EQ(store->check("k", 5s), std::optional<std::string>(""));  // set, and empty
-    bootstrap::leave_setup_reason(*store, 1, "ucx transport setup: ucp_init failed");
+    bootstrap::leave_setup_reason(*store, 1, "rank 1", "ucx transport setup: ucp_init failed");
     const auto start = std::chrono::steady_clock::now();
     const std::string message = error_of(
         [&] { bootstrap::store_allgather(*store, "a", 0, 2, "x", 30s); }, ErrorCode::kPeerLost);
@@ -483,10 +483,12 @@ TEST(Store, AWaitForARankThatGaveUpEndsQuotingItsReason) {
     // Any wait of the setup ends so (a barrier too), whichever rank it waits for; a reason
     // that quotes another rank's is cut to the innermost one.
     bootstrap::MemoryStore fresh;
-    bootstrap::leave_setup_reason(fresh, 2, "lost: rank 2 gave up; it had failed with: bad value");
+    bootstrap::leave_setup_reason(fresh, 2, "rank 2 (world rank 5)",
+                                  "lost: rank 2 gave up; it had failed with: bad value");
     const std::string barrier =
         error_of([&] { bootstrap::store_barrier(fresh, "b", 3, 30s); }, ErrorCode::kPeerLost);
-    EXPECT_NE(barrier.find("rank 2 gave up while setting up; it had failed with: bad value"),
+    EXPECT_NE(barrier.find("rank 2 (world rank 5) gave up while setting up; it had failed with: "
+                           "bad value"),
               std::string::npos)
         << barrier;
   }

@@ -63,8 +63,9 @@ std::string secret_from_stdin() {
     line += c;
   }
   KOLO_CHECK_ARG(!line.empty() && c == '\n',
-                 "--secret-stdin: no secret line on stdin (kolorun "
-                 "--hosts writes one; run by hand, give KOLO_SECRET or KOLO_SECRET_FILE instead)");
+                 "--secret-stdin: no secret line on stdin (kolorun --hosts writes the job's secret "
+                 "to the remote shell's stdin, so --rsh must pass stdin on, as ssh does without "
+                 "-n; run by hand, give KOLO_SECRET or KOLO_SECRET_FILE instead)");
   return line;
 }
 
@@ -201,6 +202,13 @@ void Launcher::setup() {
   for (int sig : {SIGCHLD, SIGINT, SIGTERM}) sigaction(sig, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a closed stdout must not kill the launcher (see write_all)
 
+  // --hosts hands KOLO_SECRET on as one line of at most 4096 bytes (secret_from_stdin).
+  if (std::optional<std::string> secret = env::get("KOLO_SECRET"); secret && !opts_.hosts.empty())
+    KOLO_CHECK_ARG(secret->size() <= 4096 && secret->find('\n') == std::string::npos,
+                   "KOLO_SECRET: with --hosts, the secret must be one line of at most 4096 bytes "
+                   "(it has ",
+                   secret->size(), " bytes",
+                   secret->find('\n') == std::string::npos ? "" : " and a line break", ")");
   const std::string np = std::to_string(opts_.np);
   int port = opts_.port ? opts_.port : find_free_port(opts_.addr);
   if (opts_.nnodes > 1 && !env::get("KOLO_SECRET") && !env::get("KOLO_SECRET_FILE") &&

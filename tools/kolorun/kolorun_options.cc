@@ -50,7 +50,8 @@ options:
                 on every host)
   --rsh T       remote-shell template for --hosts, {host} replaced (default "ssh {host}";
                 test bed: "scripts/testbed.sh rsh {host}"); like ssh, it must run the words
-                after it (shell-quoted by kolorun) through the remote shell
+                after it (shell-quoted by kolorun) through the remote shell, and pass its stdin
+                on (the job's secret comes that way: not ssh -n)
   --bind B      none (default), core (each rank its share of the cores: cores / N of them,
                 at least one) or numa (rank i on NUMA node i mod nodes, CPUs and memory)
   --topology    print the packages, NUMA nodes, cores and network/GPU devices hwloc finds

@@ -62,21 +62,25 @@ void check_save_folder(Communicator& comm, const std::string& dir) {
   // Rank 0's token and folder ("<token>\n<absolute folder>"), broadcast to the others.
   constexpr size_t kBlock = 8192;
   std::vector<char> block(kBlock, 0);
-  // Rank 0 removes its token file once every rank has looked (or failed), and the folder it
-  // made for a run that is refused (when it is still empty).
+  // Rank 0 removes its token file once every rank has looked (or failed), and the folders it
+  // made for a run that is refused (those still empty, deepest first).
   struct RemoveProbe {
-    fs::path path, made;
+    fs::path path;
+    std::vector<fs::path> made;
     bool refused = true;
     ~RemoveProbe() {
       if (!path.empty()) ::unlink(path.c_str());
       std::error_code ignored;
-      if (refused && !made.empty()) fs::remove(made, ignored);
+      if (refused)
+        for (const fs::path& folder : made) fs::remove(folder, ignored);
     }
   } rank0_probe;
   collectively(comm, "checking the save folder", [&] {
     if (comm.rank() != 0) return;
     std::error_code made, exists;
-    if (!fs::exists(dir, exists)) rank0_probe.made = dir;
+    for (fs::path folder = fs::absolute(dir, exists).lexically_normal();
+         folder.has_relative_path() && !fs::exists(folder, exists); folder = folder.parent_path())
+      rank0_probe.made.push_back(folder);
     fs::create_directories(dir, made);
     if (made)
       KOLO_THROW(ErrorCode::kIo, what, ": rank 0 cannot create the folder: ", made.message());
